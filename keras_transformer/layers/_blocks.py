@@ -1,0 +1,50 @@
+"""What the encoder and decoder blocks share: arguments and residual wiring."""
+
+import keras
+
+# Layer norm epsilon of tensor2tensor and the reference implementations.
+LAYER_NORM_EPSILON = 1e-6
+
+
+def validate_block_args(d_model, num_heads, dff, dropout):
+    for name, value in (("d_model", d_model), ("num_heads", num_heads), ("dff", dff)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(
+                f"`{name}` must be a positive int. Received: {name}={value!r}"
+            )
+    if d_model % num_heads:
+        raise ValueError(
+            "`d_model` must be divisible by `num_heads`. Received: "
+            f"d_model={d_model}, num_heads={num_heads}"
+        )
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
+
+
+def check_input_depth(layer, input_shape):
+    if input_shape[-1] is not None and input_shape[-1] != layer.d_model:
+        raise ValueError(
+            f"Layer '{layer.name}' expects inputs of depth d_model={layer.d_model}. "
+            f"Received: input_shape={tuple(input_shape)}"
+        )
+
+
+def layer_norm(layer, name):
+    return keras.layers.LayerNormalization(
+        epsilon=LAYER_NORM_EPSILON, dtype=layer.dtype_policy, name=name
+    )
+
+
+def dropout(layer, name):
+    return keras.layers.Dropout(layer.dropout, dtype=layer.dtype_policy, name=name)
+
+
+def residual(x, sublayer, norm, drop, norm_first, training):
+    """`norm(x + drop(f(x)))` (post-norm, the paper) or `x + drop(f(norm(x)))`.
+
+    `sublayer` maps the (normalized) input to `(output, extras)`, so that a
+    sublayer's cache travels through the residual wiring.
+    """
+    y, extras = sublayer(norm(x) if norm_first else x)
+    y = x + drop(y, training=training)
+    return (y if norm_first else norm(y)), extras

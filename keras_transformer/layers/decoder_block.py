@@ -1,0 +1,221 @@
+"""One decoder block: causal self-attention, cross-attention, feed-forward."""
+
+import keras
+
+from keras_transformer.layers import _blocks
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.feed_forward import FeedForward
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderBlock(keras.layers.Layer):
+    """Causal self-attention, cross-attention and feed-forward.
+
+    Each sublayer has a residual connection, dropout and layer norm, post-norm
+    as in the paper or pre-norm (`norm_first=True`). Cross-attention honours
+    the encoder output's padding mask. Without `encoder_outputs` the block is
+    a decoder-only (language model) block and skips cross-attention.
+
+    Incremental decoding: pass `self_attention_cache` (from `init_cache`) and
+    `cache_index`; the block then returns `(outputs, self_attention_cache)`.
+    `cross_attention_cache` (from `precompute_cross_cache`) saves projecting
+    the encoder output at every step.
+
+    Args:
+        d_model: model width; `d_model % num_heads == 0`.
+        num_heads: number of attention heads.
+        dff: hidden size of the feed-forward network.
+        dropout: dropout rate.
+        norm_first: pre-norm instead of post-norm.
+        activation: feed-forward activation.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: `[batch, target_length, d_model]`.
+        encoder_outputs: `[batch, source_length, d_model]` or `None`.
+        inputs_mask: target padding mask `[batch, target_length]`; Keras
+            fills it from the input's mask.
+        encoder_outputs_mask: source padding mask `[batch, source_length]`;
+            Keras fills it from the encoder output's mask.
+        attention_mask: extra boolean `[batch, target_length, target_length]`
+            mask for self-attention, merged with the causal mask.
+        self_attention_cache: `[batch, 2, max_length, heads, head_dim]`.
+        cross_attention_cache: `[batch, 2, source_length, heads, head_dim]`.
+        cache_index: position of `inputs[:, 0]` in the sequence.
+        training: whether dropout is active.
+
+    Returns:
+        `[batch, target_length, d_model]`, or `(outputs, self_attention_cache)`
+        when a self-attention cache is given.
+
+    Example:
+
+    >>> block = DecoderBlock(d_model=16, num_heads=2, dff=32)
+    >>> block(keras.ops.ones((2, 4, 16)), keras.ops.ones((2, 6, 16))).shape
+    (2, 4, 16)
+    """
+
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        dff,
+        dropout=0.1,
+        norm_first=False,
+        activation="relu",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _blocks.validate_block_args(d_model, num_heads, dff, dropout)
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.dff = dff
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.activation = keras.activations.get(activation)
+        self.supports_masking = True
+
+    def _attention(self, name):
+        return MultiHeadAttention(
+            self.num_heads,
+            self.d_model // self.num_heads,
+            dropout=self.dropout,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def build(self, inputs_shape, encoder_outputs_shape=None):
+        _blocks.check_input_depth(self, inputs_shape)
+        self.self_attention = self._attention("self_attention")
+        self.self_attention.build(inputs_shape, inputs_shape)
+        self.self_attention_norm = _blocks.layer_norm(self, "self_attention_norm")
+        self.self_attention_norm.build(inputs_shape)
+        self.self_attention_dropout = _blocks.dropout(self, "self_attention_dropout")
+        # Always built, so that weights do not depend on the first call.
+        self.cross_attention = self._attention("cross_attention")
+        memory_shape = encoder_outputs_shape or inputs_shape
+        self.cross_attention.build(inputs_shape, memory_shape)
+        self.cross_attention_norm = _blocks.layer_norm(self, "cross_attention_norm")
+        self.cross_attention_norm.build(inputs_shape)
+        self.cross_attention_dropout = _blocks.dropout(self, "cross_attention_dropout")
+        self.feed_forward = FeedForward(
+            self.d_model,
+            self.dff,
+            dropout=self.dropout,
+            activation=self.activation,
+            dtype=self.dtype_policy,
+            name="feed_forward",
+        )
+        self.feed_forward.build(inputs_shape)
+        self.feed_forward_norm = _blocks.layer_norm(self, "feed_forward_norm")
+        self.feed_forward_norm.build(inputs_shape)
+        self.feed_forward_dropout = _blocks.dropout(self, "feed_forward_dropout")
+
+    def init_cache(self, batch_size, max_length):
+        """Empty self-attention cache `[batch, 2, max_length, heads, head_dim]`."""
+        return self.self_attention.init_cache(batch_size, max_length)
+
+    def precompute_cross_cache(self, encoder_outputs):
+        """Projected encoder keys and values, `[batch, 2, source_length, ...]`."""
+        return self.cross_attention.precompute_cache(encoder_outputs)
+
+    def call(
+        self,
+        inputs,
+        encoder_outputs=None,
+        inputs_mask=None,
+        encoder_outputs_mask=None,
+        attention_mask=None,
+        self_attention_cache=None,
+        cross_attention_cache=None,
+        cache_index=None,
+        training=None,
+    ):
+        if self_attention_cache is not None and cache_index is None:
+            raise ValueError(
+                "`cache_index` is required with `self_attention_cache`. "
+                "Received: cache_index=None"
+            )
+
+        def self_attend(x):
+            if self_attention_cache is None:
+                y = self.self_attention(
+                    x,
+                    x,
+                    attention_mask=attention_mask,
+                    use_causal_mask=True,
+                    training=training,
+                    query_mask=inputs_mask,
+                    value_mask=inputs_mask,
+                )
+                return y, None
+            return self.self_attention(
+                x,
+                x,
+                attention_mask=attention_mask,
+                use_causal_mask=True,
+                training=training,
+                cache=self_attention_cache,
+                cache_index=cache_index,
+                query_mask=inputs_mask,
+            )
+
+        def cross_attend(x):
+            y = self.cross_attention(
+                x,
+                encoder_outputs,
+                training=training,
+                cache=cross_attention_cache,
+                query_mask=inputs_mask,
+                value_mask=encoder_outputs_mask,
+            )
+            return (y[0] if cross_attention_cache is not None else y), None
+
+        def feed_forward(x):
+            return self.feed_forward(x, training=training), None
+
+        x, cache = _blocks.residual(
+            inputs,
+            self_attend,
+            self.self_attention_norm,
+            self.self_attention_dropout,
+            self.norm_first,
+            training,
+        )
+        if encoder_outputs is not None or cross_attention_cache is not None:
+            x, _ = _blocks.residual(
+                x,
+                cross_attend,
+                self.cross_attention_norm,
+                self.cross_attention_dropout,
+                self.norm_first,
+                training,
+            )
+        x, _ = _blocks.residual(
+            x,
+            feed_forward,
+            self.feed_forward_norm,
+            self.feed_forward_dropout,
+            self.norm_first,
+            training,
+        )
+        if self_attention_cache is not None:
+            return x, cache
+        return x
+
+    def compute_mask(self, inputs, previous_mask=None):
+        return previous_mask
+
+    def compute_output_shape(self, inputs_shape, encoder_outputs_shape=None):
+        return inputs_shape
+
+    def get_config(self):
+        config = {
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "dff": self.dff,
+            "dropout": self.dropout,
+            "norm_first": self.norm_first,
+            "activation": keras.activations.serialize(self.activation),
+        }
+        return {**super().get_config(), **config}

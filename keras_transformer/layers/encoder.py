@@ -1,0 +1,112 @@
+"""A stack of encoder blocks."""
+
+import keras
+
+from keras_transformer.layers import _blocks
+from keras_transformer.layers.encoder_block import EncoderBlock
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Encoder(keras.layers.Layer):
+    """`num_layers` `EncoderBlock`s, with a final layer norm when pre-norm.
+
+    Takes embedded inputs (e.g. from `PositionalEmbedding`); the padding mask
+    arrives through Keras mask propagation or as `mask`.
+
+    Args:
+        num_layers: number of blocks.
+        d_model, num_heads, dff, dropout, norm_first, activation: as in
+            `EncoderBlock`.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: `[batch, length, d_model]`.
+        mask: padding mask `[batch, length]`.
+        attention_mask: explicit boolean `[batch, length, length]`.
+        training: whether dropout is active.
+
+    Returns:
+        `[batch, length, d_model]`, carrying the input's mask.
+
+    Example:
+
+    >>> Encoder(2, d_model=16, num_heads=2, dff=32)(keras.ops.ones((1, 3, 16))).shape
+    (1, 3, 16)
+    """
+
+    def __init__(
+        self,
+        num_layers,
+        d_model,
+        num_heads,
+        dff,
+        dropout=0.1,
+        norm_first=False,
+        activation="relu",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers <= 0:
+            raise ValueError(
+                f"`num_layers` must be a positive int. Received: num_layers={num_layers!r}"
+            )
+        _blocks.validate_block_args(d_model, num_heads, dff, dropout)
+        self.num_layers = num_layers
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.dff = dff
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.activation = keras.activations.get(activation)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        self.blocks = []
+        for i in range(self.num_layers):
+            block = EncoderBlock(
+                self.d_model,
+                self.num_heads,
+                self.dff,
+                dropout=self.dropout,
+                norm_first=self.norm_first,
+                activation=self.activation,
+                dtype=self.dtype_policy,
+                name=f"block_{i}",
+            )
+            block.build(input_shape)
+            self.blocks.append(block)
+        self.final_norm = None
+        if self.norm_first:
+            self.final_norm = _blocks.layer_norm(self, "final_norm")
+            self.final_norm.build(input_shape)
+
+    def call(
+        self, inputs, mask=None, attention_mask=None, training=None, inputs_mask=None
+    ):
+        padding_mask = mask if mask is not None else inputs_mask
+        x = inputs
+        for block in self.blocks:
+            x = block(
+                x, mask=padding_mask, attention_mask=attention_mask, training=training
+            )
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = {
+            "num_layers": self.num_layers,
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "dff": self.dff,
+            "dropout": self.dropout,
+            "norm_first": self.norm_first,
+            "activation": keras.activations.serialize(self.activation),
+        }
+        return {**super().get_config(), **config}

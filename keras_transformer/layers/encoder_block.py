@@ -1,0 +1,146 @@
+"""One encoder block: self-attention and feed-forward."""
+
+import keras
+
+from keras_transformer.layers import _blocks
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.feed_forward import FeedForward
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class EncoderBlock(keras.layers.Layer):
+    """Self-attention then feed-forward, each with residual, dropout and norm.
+
+    Post-norm (`norm_first=False`, the paper): `x = norm(x + drop(f(x)))`.
+    Pre-norm (`norm_first=True`): `x = x + drop(f(norm(x)))`, which trains
+    deep stacks without warmup tricks. Padding is honoured through the Keras
+    mask of the input (set by `PositionalEmbedding`) or an explicit mask.
+
+    Args:
+        d_model: model width; `d_model % num_heads == 0`.
+        num_heads: number of attention heads.
+        dff: hidden size of the feed-forward network.
+        dropout: dropout rate of attention weights, hidden activations and
+            residual branches.
+        norm_first: pre-norm instead of post-norm.
+        activation: feed-forward activation.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: `[batch, length, d_model]`.
+        mask: padding mask `[batch, length]`, True on tokens; Keras fills it
+            from the input's mask.
+        attention_mask: explicit boolean `[batch, length, length]`.
+        training: whether dropout is active.
+
+    Returns:
+        `[batch, length, d_model]`, carrying the input's mask.
+
+    Example:
+
+    >>> block = EncoderBlock(d_model=16, num_heads=2, dff=32)
+    >>> block(keras.ops.ones((2, 5, 16))).shape
+    (2, 5, 16)
+    """
+
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        dff,
+        dropout=0.1,
+        norm_first=False,
+        activation="relu",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _blocks.validate_block_args(d_model, num_heads, dff, dropout)
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.dff = dff
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.activation = keras.activations.get(activation)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        _blocks.check_input_depth(self, input_shape)
+        self.self_attention = MultiHeadAttention(
+            self.num_heads,
+            self.d_model // self.num_heads,
+            dropout=self.dropout,
+            dtype=self.dtype_policy,
+            name="self_attention",
+        )
+        self.self_attention.build(input_shape, input_shape)
+        self.self_attention_norm = _blocks.layer_norm(self, "self_attention_norm")
+        self.self_attention_norm.build(input_shape)
+        self.self_attention_dropout = _blocks.dropout(self, "self_attention_dropout")
+        self.feed_forward = FeedForward(
+            self.d_model,
+            self.dff,
+            dropout=self.dropout,
+            activation=self.activation,
+            dtype=self.dtype_policy,
+            name="feed_forward",
+        )
+        self.feed_forward.build(input_shape)
+        self.feed_forward_norm = _blocks.layer_norm(self, "feed_forward_norm")
+        self.feed_forward_norm.build(input_shape)
+        self.feed_forward_dropout = _blocks.dropout(self, "feed_forward_dropout")
+
+    def call(
+        self, inputs, mask=None, attention_mask=None, training=None, inputs_mask=None
+    ):
+        # Keras fills `inputs_mask` instead of `mask` when `attention_mask`
+        # is a tensor too.
+        padding_mask = mask if mask is not None else inputs_mask
+
+        def attend(x):
+            y = self.self_attention(
+                x,
+                x,
+                attention_mask=attention_mask,
+                training=training,
+                query_mask=padding_mask,
+                value_mask=padding_mask,
+            )
+            return y, None
+
+        def feed_forward(x):
+            return self.feed_forward(x, training=training), None
+
+        x, _ = _blocks.residual(
+            inputs,
+            attend,
+            self.self_attention_norm,
+            self.self_attention_dropout,
+            self.norm_first,
+            training,
+        )
+        x, _ = _blocks.residual(
+            x,
+            feed_forward,
+            self.feed_forward_norm,
+            self.feed_forward_dropout,
+            self.norm_first,
+            training,
+        )
+        return x
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = {
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "dff": self.dff,
+            "dropout": self.dropout,
+            "norm_first": self.norm_first,
+            "activation": keras.activations.serialize(self.activation),
+        }
+        return {**super().get_config(), **config}

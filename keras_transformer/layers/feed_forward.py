@@ -1,0 +1,82 @@
+"""The position-wise feed-forward network."""
+
+import keras
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class FeedForward(keras.layers.Layer):
+    """`Dense(dff, activation) -> Dropout -> Dense(d_model)`, per position.
+
+    The residual connection, its dropout and the layer norm belong to the
+    blocks (`EncoderBlock`, `DecoderBlock`); `dropout` here acts on the
+    hidden activations, as in tensor2tensor's `relu_dropout`.
+
+    Args:
+        d_model: input and output size.
+        dff: hidden size.
+        dropout: dropout rate on the hidden activations.
+        activation: hidden activation, e.g. `"relu"` (the paper) or `"gelu"`.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: `[batch, length, d_model]`.
+        training: whether dropout is active.
+
+    Returns:
+        `[batch, length, d_model]`; the input's mask is kept.
+
+    Example:
+
+    >>> FeedForward(d_model=8, dff=32)(keras.ops.ones((2, 3, 8))).shape
+    (2, 3, 8)
+    """
+
+    def __init__(self, d_model, dff, dropout=0.1, activation="relu", **kwargs):
+        super().__init__(**kwargs)
+        for name, value in (("d_model", d_model), ("dff", dff)):
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(
+                    f"`{name}` must be a positive int. Received: {name}={value!r}"
+                )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(
+                f"`dropout` must be in [0, 1). Received: dropout={dropout!r}"
+            )
+        self.d_model = d_model
+        self.dff = dff
+        self.dropout = dropout
+        self.activation = keras.activations.get(activation)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        self._intermediate = keras.layers.Dense(
+            self.dff,
+            activation=self.activation,
+            dtype=self.dtype_policy,
+            name="intermediate",
+        )
+        self._intermediate.build(input_shape)
+        self._dropout_layer = keras.layers.Dropout(
+            self.dropout, dtype=self.dtype_policy, name="dropout"
+        )
+        self._output = keras.layers.Dense(
+            self.d_model, dtype=self.dtype_policy, name="output"
+        )
+        self._output.build((*input_shape[:-1], self.dff))
+
+    def call(self, inputs, training=None):
+        hidden = self._intermediate(inputs)  # [batch, length, dff]
+        hidden = self._dropout_layer(hidden, training=training)
+        return self._output(hidden)
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape[:-1], self.d_model)
+
+    def get_config(self):
+        config = {
+            "d_model": self.d_model,
+            "dff": self.dff,
+            "dropout": self.dropout,
+            "activation": keras.activations.serialize(self.activation),
+        }
+        return {**super().get_config(), **config}

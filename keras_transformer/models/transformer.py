@@ -1,0 +1,288 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need"."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers import Decoder, Encoder, PositionalEmbedding
+from keras_transformer.models.presets import preset_config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer for sequence-to-sequence tasks.
+
+    `call((context_ids, target_ids))` returns float32 logits for the next
+    token at every target position (teacher forcing). For decoding, `encode`
+    and `decode` are separate entry points, and `init_decoding_state` with
+    `decode_step` form the step function that `keras_transformer.decoding`
+    searches over, with a fixed-size key/value cache.
+
+    Token id 0 is padding in both vocabularies.
+
+    Args:
+        num_layers: number of encoder blocks and of decoder blocks.
+        d_model: model width.
+        num_heads: attention heads; must divide `d_model`.
+        dff: feed-forward hidden size.
+        input_vocab_size: source vocabulary size.
+        target_vocab_size: target vocabulary size.
+        dropout_rate: dropout everywhere (attention, activations, residuals,
+            embeddings).
+        max_length: longest source or target sequence.
+        norm_first: pre-norm blocks instead of the paper's post-norm.
+        share_embeddings: one embedding matrix for source, target and the
+            output projection (needs equal vocabulary sizes, e.g. a joint
+            subword vocabulary), as in the paper.
+        activation: feed-forward activation.
+        position_encoding: `"sinusoidal"` or `"learned"`.
+        **kwargs: base model arguments.
+
+    Example:
+
+    >>> model = Transformer.from_preset("tiny", 100, 120)
+    >>> logits = model((np.ones((2, 7)), np.ones((2, 5))))
+    >>> logits.shape
+    (2, 5, 120)
+    """
+
+    def __init__(
+        self,
+        num_layers,
+        d_model,
+        num_heads,
+        dff,
+        input_vocab_size,
+        target_vocab_size,
+        dropout_rate=0.1,
+        max_length=2048,
+        norm_first=False,
+        share_embeddings=False,
+        activation="relu",
+        position_encoding="sinusoidal",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if share_embeddings and input_vocab_size != target_vocab_size:
+            raise ValueError(
+                "`share_embeddings=True` needs one vocabulary for source and "
+                f"target. Received: input_vocab_size={input_vocab_size}, "
+                f"target_vocab_size={target_vocab_size}"
+            )
+        self.num_layers = num_layers
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.dff = dff
+        self.input_vocab_size = input_vocab_size
+        self.target_vocab_size = target_vocab_size
+        self.dropout_rate = dropout_rate
+        self.max_length = max_length
+        self.norm_first = norm_first
+        self.share_embeddings = share_embeddings
+        self.activation = activation
+        self.position_encoding = position_encoding
+
+        def embedding(vocab_size, name):
+            return PositionalEmbedding(
+                vocab_size,
+                d_model,
+                max_length=max_length,
+                position_encoding=position_encoding,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        blocks = dict(
+            num_layers=num_layers,
+            d_model=d_model,
+            num_heads=num_heads,
+            dff=dff,
+            dropout=dropout_rate,
+            norm_first=norm_first,
+            activation=activation,
+            dtype=self.dtype_policy,
+        )
+        self.source_embedding = embedding(input_vocab_size, "source_embedding")
+        self.target_embedding = (
+            self.source_embedding
+            if share_embeddings
+            else embedding(target_vocab_size, "target_embedding")
+        )
+        self.embedding_dropout = keras.layers.Dropout(
+            dropout_rate, dtype=self.dtype_policy, name="embedding_dropout"
+        )
+        self.encoder = Encoder(name="encoder", **blocks)
+        self.decoder = Decoder(name="decoder", **blocks)
+        self.output_projection = None
+        if not share_embeddings:
+            self.output_projection = keras.layers.Dense(
+                target_vocab_size, dtype=self.dtype_policy, name="output_projection"
+            )
+
+    def build(self, input_shape=None):
+        batch = None
+        source_shape, target_shape = (batch, None), (batch, None)
+        if input_shape is not None and len(input_shape) == 2:
+            source_shape, target_shape = input_shape
+        hidden_source = (*source_shape, self.d_model)
+        hidden_target = (*target_shape, self.d_model)
+        self.source_embedding.build(source_shape)
+        if not self.share_embeddings:
+            self.target_embedding.build(target_shape)
+            self.output_projection.build(hidden_target)
+        self.encoder.build(hidden_source)
+        self.decoder.build(hidden_target, hidden_source)
+        self.built = True
+
+    @classmethod
+    def from_preset(cls, name, input_vocab_size, target_vocab_size, **overrides):
+        """Builds a `Transformer` with the architecture of preset `name`.
+
+        Presets: `"tiny"` (2+2 layers, 128 wide), `"small"` (3+3, 256, 4
+        heads, dff 1024), `"base"` and `"big"` (the paper's). `overrides`
+        replace any constructor argument.
+        """
+        config = preset_config(name)
+        config.update(overrides)
+        return cls(
+            input_vocab_size=input_vocab_size,
+            target_vocab_size=target_vocab_size,
+            **config,
+        )
+
+    def encode(self, context_ids, training=None):
+        """Encodes source ids `[batch, source_length]`.
+
+        Returns:
+            `[batch, source_length, d_model]`.
+        """
+        x = self.source_embedding(context_ids)
+        x = self.embedding_dropout(x, training=training)
+        return self.encoder(x, mask=ops.not_equal(context_ids, 0), training=training)
+
+    def _logits(self, hidden):
+        if self.output_projection is not None:
+            logits = self.output_projection(hidden)
+        else:
+            embeddings = ops.cast(self.target_embedding.embeddings, hidden.dtype)
+            logits = ops.matmul(hidden, ops.transpose(embeddings))
+        # The softmax and loss need float32 under mixed precision.
+        return ops.cast(logits, "float32")
+
+    def decode(
+        self,
+        target_ids,
+        encoded,
+        encoder_padding_mask=None,
+        training=None,
+        cache=None,
+        cross_cache=None,
+        cache_index=None,
+    ):
+        """Decodes target ids against an encoded source.
+
+        Args:
+            target_ids: `[batch, target_length]`; the first token sits at
+                position `cache_index` (0 without a cache).
+            encoded: `encode`'s output, or `None` when `cross_cache` is given.
+            encoder_padding_mask: `[batch, source_length]`, True on tokens,
+                e.g. `context_ids != 0`.
+            training: whether dropout is active.
+            cache: decoder self-attention cache (`Decoder.init_cache`).
+            cross_cache: precomputed cross-attention keys and values.
+            cache_index: position of `target_ids[:, 0]`.
+
+        Returns:
+            Logits `[batch, target_length, target_vocab_size]`, or
+            `(logits, cache)` with a cache.
+        """
+        start = 0 if cache_index is None else cache_index
+        x = self.target_embedding(target_ids, start_index=start)
+        x = self.embedding_dropout(x, training=training)
+        outputs = self.decoder(
+            x,
+            encoded,
+            inputs_mask=ops.not_equal(target_ids, 0),
+            encoder_outputs_mask=encoder_padding_mask,
+            cache=cache,
+            cross_cache=cross_cache,
+            cache_index=cache_index,
+            training=training,
+        )
+        if cache is None:
+            return self._logits(outputs)
+        hidden, cache = outputs
+        return self._logits(hidden), cache
+
+    def call(self, inputs, training=None):
+        context_ids, target_ids = inputs
+        encoded = self.encode(context_ids, training=training)
+        return self.decode(
+            target_ids,
+            encoded,
+            encoder_padding_mask=ops.not_equal(context_ids, 0),
+            training=training,
+        )
+
+    def init_decoding_state(self, context_ids, max_length):
+        """Encodes the source and prepares the caches for `decode_step`.
+
+        Args:
+            context_ids: `[batch, source_length]`.
+            max_length: number of target positions the cache holds.
+
+        Returns:
+            A dict of tensors with leading dimension `batch`:
+            `cache` `[batch, layers, 2, max_length, heads, head_dim]`,
+            `cross_cache` `[batch, layers, 2, source_length, heads, head_dim]`,
+            `encoder_mask` `[batch, source_length]`.
+        """
+        encoded = self.encode(context_ids, training=False)
+        batch = ops.shape(context_ids)[0]
+        return {
+            "cache": self.decoder.init_cache(batch, max_length),
+            "cross_cache": self.decoder.precompute_cross_cache(encoded),
+            "encoder_mask": ops.not_equal(context_ids, 0),
+        }
+
+    def decode_step(self, ids, index, state):
+        """One incremental decoding step, the `step_fn` of the searches.
+
+        Args:
+            ids: last tokens `[batch]`.
+            index: 0-based position of `ids` in the target sequence.
+            state: from `init_decoding_state` (possibly tiled over beams).
+
+        Returns:
+            `(logits [batch, target_vocab_size], new_state)`.
+        """
+        logits, cache = self.decode(
+            ops.expand_dims(ids, 1),  # [batch, 1]
+            None,
+            encoder_padding_mask=state["encoder_mask"],
+            training=False,
+            cache=state["cache"],
+            cross_cache=state["cross_cache"],
+            cache_index=index,
+        )
+        return logits[:, 0, :], {**state, "cache": cache}
+
+    def get_config(self):
+        config = {
+            "num_layers": self.num_layers,
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "dff": self.dff,
+            "input_vocab_size": self.input_vocab_size,
+            "target_vocab_size": self.target_vocab_size,
+            "dropout_rate": self.dropout_rate,
+            "max_length": self.max_length,
+            "norm_first": self.norm_first,
+            "share_embeddings": self.share_embeddings,
+            "activation": self.activation,
+            "position_encoding": self.position_encoding,
+        }
+        return {**super().get_config(), **config}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

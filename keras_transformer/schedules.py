@@ -1,0 +1,5 @@
+"""Learning-rate schedules (see `keras_transformer.training.schedules`)."""
+
+from keras_transformer.training.schedules import WarmupSchedule
+
+__all__ = ["WarmupSchedule"]
