@@ -125,12 +125,18 @@ class Transformer(keras.Model):
             source_shape, target_shape = input_shape
         hidden_source = (*source_shape, self.d_model)
         hidden_target = (*target_shape, self.d_model)
-        self.source_embedding.build(source_shape)
-        if not self.share_embeddings:
-            self.target_embedding.build(target_shape)
-            self.output_projection.build(hidden_target)
-        self.encoder.build(hidden_source)
-        self.decoder.build(hidden_target, hidden_source)
+        # `encode`/`decode` may have built some sublayers already.
+        builds = [
+            (self.source_embedding, (source_shape,)),
+            (self.target_embedding, (target_shape,)),
+            (self.encoder, (hidden_source,)),
+            (self.decoder, (hidden_target, hidden_source)),
+        ]
+        if self.output_projection is not None:
+            builds.append((self.output_projection, (hidden_target,)))
+        for layer, shapes in builds:
+            if not layer.built:
+                layer.build(*shapes)
         self.built = True
 
     @classmethod

@@ -1,0 +1,254 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.layers import MultiHeadAttention
+from tests import reference
+
+BATCH, TQ, TK, DIM, HEADS, KEY_DIM = 3, 5, 7, 12, 3, 4
+
+
+def _masked(x, mask):
+    """A tensor carrying a Keras mask, as an Embedding(mask_zero=True) gives."""
+    inputs = keras.Input(shape=x.shape[1:])
+    model = keras.Model(inputs, keras.layers.Masking(mask_value=-99.0)(inputs))
+    x = np.where(mask[..., None], x, -99.0) if mask is not None else x
+    return model(x), x
+
+
+def _padding(lengths, total):
+    return np.arange(total)[None, :] < np.array(lengths)[:, None]
+
+
+MASK_CASES = {
+    "none": dict(),
+    "query": dict(query=[5, 3, 1]),
+    "value": dict(value=[7, 4, 2]),
+    "both": dict(query=[5, 2, 4], value=[3, 7, 1]),
+    "explicit": dict(explicit=True),
+    "causal": dict(causal=True),
+    "all": dict(query=[5, 2, 4], value=[3, 7, 1], explicit=True, causal=True),
+}
+
+
+def _inputs(rng, case, self_attention):
+    tk = TQ if self_attention else TK
+    query = rng.normal(size=(BATCH, TQ, DIM)).astype("float32")
+    value = query if self_attention else rng.normal(size=(BATCH, tk, DIM)).astype("float32")
+    qmask = _padding(case["query"], TQ) if "query" in case else None
+    vmask = _padding(case["value"], tk) if "value" in case and not self_attention else None
+    if self_attention and "query" in case:
+        vmask = qmask
+    explicit = rng.random((BATCH, TQ, tk)) > 0.3 if case.get("explicit") else None
+    return query, value, qmask, vmask, explicit
+
+
+def _pair(rng):
+    ref = keras.layers.MultiHeadAttention(HEADS, KEY_DIM)
+    ours = MultiHeadAttention(HEADS, KEY_DIM)
+    x = np.zeros((1, TQ, DIM), "float32")
+    ref(x, x)
+    ours(x, x)
+    ours.set_weights([rng.normal(size=w.shape) * 0.5 for w in ours.get_weights()])
+    ref.set_weights(ours.get_weights())
+    return ours, ref
+
+
+@pytest.mark.parametrize("case_name", sorted(MASK_CASES))
+@pytest.mark.parametrize("self_attention", [True, False])
+@pytest.mark.parametrize("scores", [False, True])
+def test_matches_keras_multi_head_attention(rng, case_name, self_attention, scores):
+    case = MASK_CASES[case_name]
+    ours, ref = _pair(rng)
+    query, value, qmask, vmask, explicit = _inputs(rng, case, self_attention)
+    results = []
+    for layer in (ours, ref):
+        q, _ = _masked(query, qmask)
+        v, _ = _masked(value, vmask) if not self_attention else (q, None)
+        results.append(
+            layer(
+                q,
+                v,
+                attention_mask=explicit,
+                use_causal_mask=case.get("causal", False),
+                return_attention_scores=scores,
+            )
+        )
+    if scores:
+        np.testing.assert_allclose(results[0][0], results[1][0], atol=1e-5)
+        np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-5)
+    else:
+        np.testing.assert_allclose(results[0], results[1], atol=1e-5)
+
+
+def test_weights_transfer_both_ways(rng):
+    ours, ref = _pair(rng)
+    assert [w.shape for w in ours.get_weights()] == [w.shape for w in ref.get_weights()]
+    fresh = keras.layers.MultiHeadAttention(HEADS, KEY_DIM)
+    x = rng.normal(size=(2, TQ, DIM)).astype("float32")
+    fresh(x, x)
+    fresh.set_weights(ours.get_weights())
+    np.testing.assert_allclose(fresh(x, x), ours(x, x), atol=1e-5)
+
+
+@pytest.mark.parametrize("case_name", ["none", "both", "all"])
+def test_matches_numpy_reference(rng, case_name):
+    case = MASK_CASES[case_name]
+    ours, _ = _pair(rng)
+    query, value, qmask, vmask, explicit = _inputs(rng, case, self_attention=False)
+    out, _ = ours(
+        query,
+        value,
+        attention_mask=explicit,
+        use_causal_mask=case.get("causal", False),
+        query_mask=qmask,
+        value_mask=vmask,
+        return_attention_scores=True,
+    )
+    mask = np.ones((BATCH, TQ, TK), bool)
+    if qmask is not None:
+        mask &= qmask[:, :, None]
+    if vmask is not None:
+        mask &= vmask[:, None, :]
+    if explicit is not None:
+        mask &= explicit
+    if case.get("causal"):
+        mask &= np.tril(np.ones((TQ, TK), bool))[None]
+    expected = reference.mha(query, value, reference.mha_weights(ours), mask)
+    np.testing.assert_allclose(out, expected, atol=1e-4)
+
+
+def test_output_carries_query_mask(rng):
+    ours, _ = _pair(rng)
+    qmask = _padding([5, 3, 1], TQ)
+    q, _ = _masked(rng.normal(size=(BATCH, TQ, DIM)).astype("float32"), qmask)
+    out = ours(q, q)
+    np.testing.assert_array_equal(out._keras_mask, qmask)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+@pytest.mark.parametrize("dropout,training", [(0.0, False), (0.5, True)])
+@pytest.mark.parametrize("scores", [False, True])
+def test_fully_masked_rows_are_finite(rng, policy, dropout, training, scores):
+    keras.config.set_dtype_policy(policy)
+    layer = MultiHeadAttention(HEADS, KEY_DIM, dropout=dropout)
+    query = rng.normal(size=(BATCH, TQ, DIM)).astype("float32")
+    mask = np.ones((BATCH, TQ, TQ), bool)
+    mask[:, 1, :] = False  # query 1 may attend to nothing
+    mask[0] = False  # nor may any query of row 0
+    out = layer(query, query, attention_mask=mask, training=training,
+                return_attention_scores=scores)
+    out = out[0] if scores else out
+    assert np.all(np.isfinite(np.array(tf.cast(out, "float32"))))
+
+
+def test_padding_never_changes_unpadded_outputs(rng):
+    layer = MultiHeadAttention(HEADS, KEY_DIM)
+    query = rng.normal(size=(2, 4, DIM)).astype("float32")
+    value = rng.normal(size=(2, 6, DIM)).astype("float32")
+    base = layer(query, value, value_mask=np.ones((2, 6), bool))
+    padded_value = np.concatenate([value, rng.normal(size=(2, 3, DIM))], 1).astype("float32")
+    vmask = np.concatenate([np.ones((2, 6)), np.zeros((2, 3))], 1).astype(bool)
+    padded_query = np.concatenate([query, rng.normal(size=(2, 2, DIM))], 1).astype("float32")
+    qmask = np.concatenate([np.ones((2, 4)), np.zeros((2, 2))], 1).astype(bool)
+    out = layer(padded_query, padded_value, query_mask=qmask, value_mask=vmask)
+    np.testing.assert_allclose(out[:, :4], base, atol=1e-5)
+
+
+def test_causal_future_never_changes_past(rng):
+    layer = MultiHeadAttention(HEADS, KEY_DIM)
+    x = rng.normal(size=(2, 6, DIM)).astype("float32")
+    y = x.copy()
+    y[:, 4:] = rng.normal(size=(2, 2, DIM))
+    a = layer(x, x, use_causal_mask=True)
+    b = layer(y, y, use_causal_mask=True)
+    np.testing.assert_allclose(a[:, :4], b[:, :4], atol=1e-6)
+    assert np.abs(np.array(a[:, 4:]) - np.array(b[:, 4:])).max() > 1e-3
+
+
+@pytest.mark.parametrize("use_causal_mask", [True, False])
+def test_self_attention_cache_equals_full_causal_pass(rng, use_causal_mask):
+    layer = MultiHeadAttention(HEADS, KEY_DIM)
+    length = 6
+    x = rng.normal(size=(BATCH, length, DIM)).astype("float32")
+    full, full_scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
+    cache = layer.init_cache(BATCH, length + 2)
+    assert tuple(cache.shape) == (BATCH, 2, length + 2, HEADS, KEY_DIM)
+    for i in range(length):
+        step = x[:, i : i + 1]
+        out, scores, cache = layer(
+            step, step, cache=cache, cache_index=i, return_attention_scores=True,
+            use_causal_mask=use_causal_mask,
+        )
+        np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+        np.testing.assert_allclose(scores[:, :, 0, :length], full_scores[:, :, i], atol=1e-5)
+    # Untouched positions stay empty.
+    np.testing.assert_array_equal(np.array(cache)[:, :, length:], 0.0)
+
+
+def test_self_attention_cache_in_a_compiled_loop(rng):
+    layer = MultiHeadAttention(HEADS, KEY_DIM)
+    x = rng.normal(size=(BATCH, 5, DIM)).astype("float32")
+    full = layer(x, x, use_causal_mask=True)
+
+    @tf.function(jit_compile=False)
+    def run(x):
+        def body(i, cache, outs):
+            step = tf.gather(x, [i], axis=1)
+            out, cache = layer(step, step, cache=cache, cache_index=i)
+            return i + 1, cache, outs.write(i, out[:, 0])
+        _, _, outs = tf.while_loop(
+            lambda i, *_: i < 5, body,
+            (0, layer.init_cache(BATCH, 5), tf.TensorArray(tf.float32, 5)),
+        )
+        return tf.transpose(outs.stack(), [1, 0, 2])
+
+    np.testing.assert_allclose(run(x), full, atol=1e-5)
+
+
+def test_cross_attention_cache_is_computed_once_and_reused(rng):
+    layer = MultiHeadAttention(HEADS, KEY_DIM)
+    query = rng.normal(size=(BATCH, 3, DIM)).astype("float32")
+    memory = rng.normal(size=(BATCH, TK, DIM)).astype("float32")
+    vmask = _padding([7, 4, 2], TK)
+    expected = layer(query, memory, value_mask=vmask)
+    cache = layer.precompute_cache(memory)
+    out, same_cache = layer(query, memory, cache=cache, value_mask=vmask)
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+    np.testing.assert_array_equal(same_cache, cache)
+    # The cache, not the value, is read: keys and values are not recomputed.
+    out_again, _ = layer(query, np.zeros_like(memory), cache=cache, value_mask=vmask)
+    np.testing.assert_allclose(out_again, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(num_heads=0, key_dim=4), "num_heads"),
+        (dict(num_heads=2, key_dim=-1), "key_dim"),
+        (dict(num_heads=2, key_dim=4, value_dim=0), "value_dim"),
+        (dict(num_heads=2, key_dim=4, dropout=1.5), "dropout"),
+    ],
+)
+def test_invalid_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        MultiHeadAttention(**kwargs)
+
+
+def test_cache_needs_equal_key_and_value_dims():
+    layer = MultiHeadAttention(2, 4, value_dim=6)
+    with pytest.raises(ValueError, match="value_dim"):
+        layer.init_cache(1, 4)
+
+
+def test_config_round_trip(rng):
+    layer = MultiHeadAttention(HEADS, KEY_DIM, value_dim=5, dropout=0.2, use_bias=False,
+                               kernel_initializer="he_normal", name="att")
+    clone = MultiHeadAttention.from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+    x = rng.normal(size=(2, 4, DIM)).astype("float32")
+    layer(x, x)
+    clone(x, x)
+    clone.set_weights(layer.get_weights())
+    np.testing.assert_allclose(clone(x, x), layer(x, x), atol=1e-6)

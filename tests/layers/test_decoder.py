@@ -1,0 +1,26 @@
+import numpy as np
+import pytest
+
+from keras_transformer.layers import Decoder
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_stacked_cache_equals_full_pass(rng, norm_first):
+    decoder = Decoder(2, 16, 4, 32, dropout=0.0, norm_first=norm_first)
+    x = rng.normal(size=(3, 6, 16)).astype("float32")
+    memory = rng.normal(size=(3, 5, 16)).astype("float32")
+    spad = np.arange(5)[None] < np.array([[5], [3], [1]])
+    full = decoder(x, memory, encoder_outputs_mask=spad)
+    cache = decoder.init_cache(3, 8)
+    assert tuple(cache.shape) == (3, 2, 2, 8, 4, 4)
+    cross = decoder.precompute_cross_cache(memory)
+    assert tuple(cross.shape) == (3, 2, 2, 5, 4, 4)
+    for i in range(6):
+        out, cache = decoder(x[:, i : i + 1], None, encoder_outputs_mask=spad,
+                             cache=cache, cross_cache=cross, cache_index=i)
+        np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+
+
+def test_config_round_trip():
+    decoder = Decoder(2, 16, 4, 32, dropout=0.3, norm_first=True)
+    assert Decoder.from_config(decoder.get_config()).get_config() == decoder.get_config()

@@ -1,0 +1,84 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.layers import EncoderBlock, PositionalEmbedding
+from tests.layers import blocks_reference
+
+D, HEADS, DFF = 16, 4, 24
+
+
+def _randomize(layer, rng):
+    layer.set_weights([rng.normal(size=w.shape) * 0.3 + (1.0 if "gamma" in w.path else 0.0)
+                       for w in layer.weights])
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("lengths", [[6, 6], [6, 2]])
+def test_matches_numpy_reference(rng, norm_first, lengths):
+    block = EncoderBlock(D, HEADS, DFF, dropout=0.3, norm_first=norm_first)
+    x = rng.normal(size=(2, 6, D)).astype("float32")
+    block(x)
+    _randomize(block, rng)
+    padding = np.arange(6)[None] < np.array(lengths)[:, None]
+    out = np.array(block(x, mask=padding))
+    expected = blocks_reference.encoder_block(block, x, padding)
+    np.testing.assert_allclose(out[padding], expected[padding], atol=1e-4)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+def test_extra_padding_never_changes_outputs(rng, norm_first, policy):
+    keras.config.set_dtype_policy(policy)
+    embed = PositionalEmbedding(30, D)
+    block = EncoderBlock(D, HEADS, DFF, norm_first=norm_first)
+    ids = rng.integers(1, 30, (2, 5))
+    ids[1, 3:] = 0
+    padded = np.concatenate([ids, np.zeros((2, 4), int)], 1)
+    a = np.array(block(embed(ids)), np.float32)
+    b = np.array(block(embed(padded)), np.float32)
+    atol = 1e-2 if policy == "mixed_float16" else 1e-5
+    np.testing.assert_allclose(a[ids != 0], b[:, :5][ids != 0], atol=atol)
+
+
+def test_explicit_attention_mask_with_keras_mask(rng):
+    block = EncoderBlock(D, HEADS, DFF, dropout=0.0)
+    x = rng.normal(size=(1, 4, D)).astype("float32")
+    padding = np.array([[True, True, True, False]])
+    allow_all = np.ones((1, 4, 4), bool)
+    a = block(x, mask=padding)
+    b = block(x, attention_mask=allow_all, inputs_mask=padding)
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_in_functional_model_with_masking():
+    inputs = keras.Input((None,), dtype="int32")
+    x = PositionalEmbedding(30, D)(inputs)
+    x = EncoderBlock(D, HEADS, DFF)(x)
+    outputs = keras.layers.GlobalAveragePooling1D()(x)
+    model = keras.Model(inputs, outputs)
+    ids = np.array([[4, 5, 6, 0, 0]])
+    np.testing.assert_allclose(model(ids), model(ids[:, :3]), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(d_model=10, num_heads=3, dff=8), "divisible"),
+        (dict(d_model=0, num_heads=1, dff=8), "d_model"),
+        (dict(d_model=8, num_heads=2, dff=8, dropout=2.0), "dropout"),
+    ],
+)
+def test_invalid_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        EncoderBlock(**kwargs)
+
+
+def test_wrong_input_depth():
+    with pytest.raises(ValueError, match="d_model=8"):
+        EncoderBlock(8, 2, 16)(np.ones((1, 3, 6), "float32"))
+
+
+def test_config_round_trip():
+    block = EncoderBlock(D, HEADS, DFF, dropout=0.2, norm_first=True, activation="gelu")
+    assert EncoderBlock.from_config(block.get_config()).get_config() == block.get_config()

@@ -1,0 +1,33 @@
+import numpy as np
+import pytest
+
+from keras_transformer.layers import FeedForward
+from tests import reference
+
+
+def test_matches_reference(rng):
+    layer = FeedForward(6, 10, dropout=0.3)
+    x = rng.normal(size=(2, 3, 6)).astype("float32")
+    out = layer(x, training=False)
+    w1, b1, w2, b2 = layer.get_weights()
+    np.testing.assert_allclose(out, reference.feed_forward(x, w1, b1, w2, b2), atol=1e-5)
+
+
+def test_dropout_only_in_training(rng):
+    layer = FeedForward(6, 64, dropout=0.5)
+    x = rng.normal(size=(2, 3, 6)).astype("float32")
+    np.testing.assert_allclose(layer(x), layer(x, training=False))
+    assert np.abs(np.array(layer(x, training=True)) - np.array(layer(x))).max() > 1e-4
+
+
+@pytest.mark.parametrize("kwargs,match", [(dict(d_model=0, dff=4), "d_model"),
+                                          (dict(d_model=4, dff=0), "dff"),
+                                          (dict(d_model=4, dff=4, dropout=-0.1), "dropout")])
+def test_invalid_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        FeedForward(**kwargs)
+
+
+def test_config_round_trip():
+    layer = FeedForward(6, 10, dropout=0.2, activation="gelu")
+    assert FeedForward.from_config(layer.get_config()).get_config() == layer.get_config()

@@ -1,0 +1,143 @@
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+
+import keras_transformer as kt
+from keras_transformer.models import PRESETS, Transformer
+
+SRC_VOCAB, TGT_VOCAB = 40, 50
+
+
+def _model(**overrides):
+    config = dict(num_layers=2, d_model=32, num_heads=4, dff=64, dropout_rate=0.1)
+    config.update(overrides)
+    return Transformer(input_vocab_size=SRC_VOCAB, target_vocab_size=TGT_VOCAB, **config)
+
+
+def _batch(rng, batch=3, src_len=7, tgt_len=6):
+    src = rng.integers(1, SRC_VOCAB, (batch, src_len))
+    tgt = rng.integers(1, TGT_VOCAB, (batch, tgt_len))
+    src[1, 4:] = 0
+    tgt[2, 3:] = 0
+    return src, tgt
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("share_embeddings", [False, True])
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+def test_padding_never_changes_logits(rng, norm_first, share_embeddings, policy):
+    keras.config.set_dtype_policy(policy)
+    vocab = dict(input_vocab_size=TGT_VOCAB) if share_embeddings else {}
+    model = Transformer(2, 32, 4, 64, target_vocab_size=TGT_VOCAB,
+                        norm_first=norm_first, share_embeddings=share_embeddings,
+                        **{"input_vocab_size": SRC_VOCAB, **vocab})
+    src, tgt = _batch(rng)
+    logits = np.array(model((src, tgt)))
+    assert logits.dtype == np.float32
+    padded_src = np.pad(src, ((0, 0), (0, 5)))
+    padded_tgt = np.pad(tgt, ((0, 0), (0, 4)))
+    padded = np.array(model((padded_src, padded_tgt)))
+    atol = 5e-2 if policy == "mixed_float16" else 1e-4
+    real = tgt != 0
+    np.testing.assert_allclose(padded[:, :6][real], logits[real], atol=atol)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_changing_a_target_token_never_changes_earlier_logits(rng, norm_first):
+    model = _model(norm_first=norm_first)
+    src, tgt = _batch(rng)
+    tgt[2] = rng.integers(1, TGT_VOCAB, 6)
+    changed = tgt.copy()
+    changed[:, 4] = (changed[:, 4] % (TGT_VOCAB - 1)) + 1
+    a, b = np.array(model((src, tgt))), np.array(model((src, changed)))
+    # Logits at position i see target tokens 0..i.
+    np.testing.assert_allclose(a[:, :4], b[:, :4], atol=1e-5)
+    assert np.abs(a[:, 4:] - b[:, 4:]).max() > 1e-4
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_decoding_equals_full_pass(rng, norm_first):
+    model = _model(norm_first=norm_first)
+    src, tgt = _batch(rng)
+    tgt[2] = rng.integers(1, TGT_VOCAB, 6)
+    full = np.array(model((src, tgt)))
+    state = model.init_decoding_state(src, max_length=8)
+    for i in range(6):
+        logits, state = model.decode_step(tgt[:, i], i, state)
+        np.testing.assert_allclose(logits, full[:, i], atol=1e-4)
+
+
+def test_encode_and_decode_compose_to_call(rng):
+    model = _model()
+    src, tgt = _batch(rng)
+    encoded = model.encode(src)
+    logits = model.decode(tgt, encoded, encoder_padding_mask=src != 0)
+    np.testing.assert_allclose(logits, model((src, tgt)), atol=1e-6)
+
+
+def test_save_and_load_in_a_fresh_process(tmp_path, rng):
+    model = _model(norm_first=True)
+    src, tgt = _batch(rng)
+    expected = np.array(model((src, tgt)))
+    np.savez(tmp_path / "batch.npz", src=src, tgt=tgt, logits=expected)
+    model.save(tmp_path / "m.keras")
+    script = textwrap.dedent(
+        f"""
+        import numpy as np, keras
+        import keras_transformer  # registers the classes: no custom_objects
+        data = np.load({str(tmp_path / "batch.npz")!r})
+        model = keras.saving.load_model({str(tmp_path / "m.keras")!r})
+        logits = np.array(model((data["src"], data["tgt"])))
+        np.testing.assert_array_equal(logits, data["logits"])
+        print("IDENTICAL")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env={"KERAS_BACKEND": "tensorflow", "PATH": "/usr/bin:/bin"})
+    assert "IDENTICAL" in result.stdout, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "base", "big"])
+def test_presets(name):
+    model = Transformer.from_preset(name, 100, 120)
+    assert model.d_model == PRESETS[name]["d_model"]
+    assert model.get_config()["target_vocab_size"] == 120
+
+
+def test_paper_presets():
+    assert PRESETS["small"] == dict(num_layers=3, d_model=256, num_heads=4, dff=1024, dropout_rate=0.1)
+    assert PRESETS["base"] == dict(num_layers=6, d_model=512, num_heads=8, dff=2048, dropout_rate=0.1)
+    assert PRESETS["big"] == dict(num_layers=6, d_model=1024, num_heads=16, dff=4096, dropout_rate=0.3)
+
+
+def test_preset_errors():
+    with pytest.raises(ValueError, match="huge"):
+        Transformer.from_preset("huge", 10, 10)
+    with pytest.raises(ValueError, match="input_vocab_size=10"):
+        Transformer(1, 8, 2, 8, 10, 12, share_embeddings=True)
+    with pytest.raises(ValueError, match="divisible"):
+        Transformer(1, 10, 3, 8, 10, 12)
+
+
+def test_learns_to_copy_sequences():
+    rng = np.random.default_rng(0)
+    n, length, vocab = 4096, 6, 16
+    x = rng.integers(3, vocab, (n, length))
+    target = x
+    target_in = np.concatenate([np.ones((n, 1), int), target], 1)
+    target_out = np.concatenate([target, 2 * np.ones((n, 1), int)], 1)
+    model = Transformer(2, 64, 4, 128, vocab, vocab, dropout_rate=0.0)
+    model.compile(
+        optimizer=keras.optimizers.Adam(
+            kt.schedules.WarmupSchedule(64, warmup_steps=100),
+            beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        loss=kt.losses.MaskedSparseCategoricalCrossentropy(),
+        metrics=[kt.metrics.MaskedAccuracy()],
+    )
+    history = model.fit((x, target_in), target_out, batch_size=64, epochs=5, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0] / 4
+    assert history.history["masked_accuracy"][-1] > 0.97
