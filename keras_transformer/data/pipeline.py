@@ -1,0 +1,158 @@
+"""The tf.data input pipeline: tokenize, frame, filter, bucket, batch."""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.data.tokenizer import END_ID, START_ID
+
+LENGTH_POLICIES = ("filter", "truncate")
+
+
+@dataclasses.dataclass
+class LengthStats:
+    """How many pairs were over `max_length`, and what happened to them."""
+
+    pairs: int = 0
+    too_long: int = 0
+    policy: str = "filter"
+
+    def describe(self):
+        verb = "dropped" if self.policy == "filter" else "truncated"
+        return f"{self.too_long} of {self.pairs} pairs {verb} (longer than max_length)"
+
+
+def _frame(source_tokenizer, target_tokenizer, max_length, policy):
+    """Maps a batch of string pairs to framed id sequences."""
+
+    def frame(src, tgt):
+        src = source_tokenizer.tokenize(src)
+        tgt = target_tokenizer.tokenize(tgt)
+        # Source: ids + end; target: start + ids + end (split into in/out later).
+        src_len = src.row_lengths() + 1
+        tgt_len = tgt.row_lengths() + 2
+        too_long = tf.logical_or(src_len > max_length, tgt_len > max_length + 1)
+        if policy == "truncate":
+            src = src[:, : max_length - 1]
+            tgt = tgt[:, : max_length - 1]
+        batch = src.nrows()
+        end = tf.fill([batch, 1], END_ID)
+        start = tf.fill([batch, 1], START_ID)
+        src = tf.concat([src, end], axis=1)
+        tgt = tf.concat([start, tgt, end], axis=1)
+        return src, tgt, too_long
+
+    return frame
+
+
+def tokenize_pairs(dataset, source_tokenizer, target_tokenizer, max_length=128, policy="filter"):
+    """`(source, target)` strings -> framed 1-D id sequences.
+
+    The source is `ids + [end]`; the target is `[start] + ids + [end]`, so
+    that `target[:-1]` is the decoder input and `target[1:]` the label, both
+    at most `max_length` long.
+
+    Returns:
+        `(dataset, too_long)`: a dataset of `(source_ids, target_ids, is_too_long)`
+        and, with policy `"filter"`, the long pairs removed.
+    """
+    if policy not in LENGTH_POLICIES:
+        raise ValueError(f"`policy` must be one of {LENGTH_POLICIES}. Received: policy={policy!r}")
+    if not isinstance(max_length, int) or max_length < 2:
+        raise ValueError(f"`max_length` must be an int >= 2. Received: max_length={max_length!r}")
+    frame = _frame(source_tokenizer, target_tokenizer, max_length, policy)
+    dataset = (
+        dataset.batch(1024)
+        .map(frame, num_parallel_calls=tf.data.AUTOTUNE)
+        .unbatch()
+    )
+    return dataset
+
+
+def length_stats(framed, policy="filter"):
+    """Counts the pairs over `max_length` in a `tokenize_pairs` dataset."""
+    counts = framed.map(lambda s, t, long: tf.cast(long, tf.int64)).reduce(
+        tf.constant([0, 0], tf.int64), lambda acc, long: acc + tf.stack([1, long])
+    )
+    pairs, too_long = counts.numpy().tolist()
+    return LengthStats(pairs=pairs, too_long=too_long, policy=policy)
+
+
+def bucket_boundaries(max_length, smallest=8):
+    """Sequence-length bucket edges, growing geometrically to `max_length`."""
+    edges, edge = [], smallest
+    while edge < max_length:
+        edges.append(edge)
+        edge = int(np.ceil(edge * 1.3 / 4) * 4)
+    return edges
+
+
+def make_batches(
+    dataset,
+    source_tokenizer,
+    target_tokenizer,
+    *,
+    batch_tokens=4096,
+    max_length=128,
+    policy="filter",
+    shuffle=True,
+    shuffle_buffer=20_000,
+    cache=True,
+    seed=None,
+    repeat=False,
+):
+    """Builds training batches `((context, target_in), target_out)`.
+
+    Pairs are tokenized in the graph, framed with start/end tokens,
+    filtered or truncated at `max_length`, cached, shuffled, grouped into
+    buckets of similar length and batched so that each batch holds about
+    `batch_tokens` tokens (padded, on the longer side), then prefetched.
+
+    Args:
+        dataset: `(source, target)` strings, see `sources.load_dataset`.
+        source_tokenizer, target_tokenizer: `SubwordTokenizer`s.
+        batch_tokens: token budget of a batch.
+        max_length: longest framed sequence.
+        policy: `"filter"` drops longer pairs, `"truncate"` cuts them.
+        shuffle: shuffle pairs (training) or keep their order.
+        shuffle_buffer: shuffle buffer, in pairs.
+        cache: cache the tokenized pairs in memory after the first epoch.
+        seed: shuffle seed.
+        repeat: repeat forever (then pass `steps_per_epoch` to `fit`).
+
+    Returns:
+        A `tf.data.Dataset` of `((context [b, s], target_in [b, t]),
+        target_out [b, t])` int32 batches, padded with 0.
+    """
+    if not isinstance(batch_tokens, int) or batch_tokens < max_length:
+        raise ValueError(
+            "`batch_tokens` must be an int of at least `max_length` "
+            f"({max_length}). Received: batch_tokens={batch_tokens!r}"
+        )
+    framed = tokenize_pairs(dataset, source_tokenizer, target_tokenizer, max_length, policy)
+    if policy == "filter":
+        framed = framed.filter(lambda s, t, long: tf.logical_not(long))
+    framed = framed.map(lambda s, t, long: (s, t))
+    if cache:
+        framed = framed.cache()
+    if shuffle:
+        framed = framed.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        framed = framed.repeat()
+    edges = bucket_boundaries(max_length + 1)
+    sizes = [max(1, batch_tokens // edge) for edge in edges + [max_length + 1]]
+    batches = framed.bucket_by_sequence_length(
+        element_length_func=lambda s, t: tf.maximum(tf.shape(s)[0], tf.shape(t)[0] - 1),
+        bucket_boundaries=[e + 1 for e in edges],
+        bucket_batch_sizes=sizes,
+        padded_shapes=([None], [None]),
+        padding_values=(0, 0),
+    )
+    batches = batches.map(
+        lambda s, t: ((s, t[:, :-1]), t[:, 1:]), num_parallel_calls=tf.data.AUTOTUNE
+    )
+    options = tf.data.Options()
+    # Multi-worker training shards the elements, not files.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return batches.with_options(options).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,153 @@
+"""Where parallel text comes from: `synthetic`, `parallel:SRC,TGT`, `tfds:NAME`.
+
+Every source becomes a `tf.data.Dataset` of `(source, target)` string
+scalars.
+"""
+
+import dataclasses
+import gzip
+import os
+
+import tensorflow as tf
+
+SYNTHETIC = "synthetic"
+
+
+@dataclasses.dataclass
+class CorpusStats:
+    """What loading a corpus kept and dropped."""
+
+    pairs: int = 0
+    empty_dropped: int = 0
+
+
+def _open_text(path):
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Parallel corpus file not found: {path}")
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def read_parallel_files(source_path, target_path):
+    """Reads a pair of aligned text files, one sentence per line.
+
+    Plain or gzipped (`.gz`) UTF-8. Pairs where either side is empty are
+    dropped and counted.
+
+    Args:
+        source_path: source-language file.
+        target_path: target-language file, line-aligned with the source.
+
+    Returns:
+        `(sources, targets, stats)`: two lists of str and a `CorpusStats`.
+
+    Raises:
+        ValueError: the files have different numbers of lines.
+    """
+    with _open_text(source_path) as f:
+        sources = f.read().splitlines()
+    with _open_text(target_path) as f:
+        targets = f.read().splitlines()
+    if len(sources) != len(targets):
+        raise ValueError(
+            "Parallel files must have the same number of lines: "
+            f"{source_path} has {len(sources)}, {target_path} has {len(targets)}"
+        )
+    stats = CorpusStats()
+    kept_sources, kept_targets = [], []
+    for src, tgt in zip(sources, targets):
+        src, tgt = src.strip(), tgt.strip()
+        if not src or not tgt:
+            stats.empty_dropped += 1
+            continue
+        kept_sources.append(src)
+        kept_targets.append(tgt)
+    stats.pairs = len(kept_sources)
+    return kept_sources, kept_targets, stats
+
+
+def parse_spec(spec):
+    """Splits a dataset spec into `(kind, argument)`.
+
+    `"synthetic"` -> `("synthetic", None)`; `"parallel:a.en,a.de"` ->
+    `("parallel", ("a.en", "a.de"))`; `"tfds:wmt14_translate/de-en"` ->
+    `("tfds", "wmt14_translate/de-en")`.
+    """
+    if spec == SYNTHETIC:
+        return SYNTHETIC, None
+    kind, _, argument = spec.partition(":")
+    if kind == "parallel":
+        files = [p for p in argument.split(",") if p]
+        if len(files) != 2:
+            raise ValueError(
+                "A parallel dataset is `parallel:SOURCE_FILE,TARGET_FILE`. "
+                f"Received: {spec!r}"
+            )
+        return kind, tuple(files)
+    if kind == "tfds" and argument:
+        return kind, argument
+    raise ValueError(
+        "Unknown dataset; use `synthetic`, `parallel:SRC_FILE,TGT_FILE` or "
+        f"`tfds:NAME`. Received: {spec!r}"
+    )
+
+
+def _load_tfds(name, split, data_dir):
+    import tensorflow_datasets as tfds
+
+    if name == "synthetic_translation":
+        from keras_transformer.data import synthetic_builder  # noqa: F401  (registers it)
+    builder = tfds.builder(name, data_dir=data_dir)
+    builder.download_and_prepare()
+    if split not in builder.info.splits:
+        raise ValueError(
+            f"Dataset {name!r} has no split {split!r}; it has "
+            f"{sorted(builder.info.splits)}"
+        )
+    dataset = builder.as_dataset(split=split, as_supervised=True)
+    return dataset, CorpusStats(pairs=builder.info.splits[split].num_examples)
+
+
+def load_dataset(spec, split="train", data_dir=None):
+    """Loads parallel text as a dataset of `(source, target)` strings.
+
+    Args:
+        spec: `"synthetic"`, `"parallel:SRC_FILE,TGT_FILE"` or `"tfds:NAME"`
+            (any TFDS translation dataset with supervised keys, e.g.
+            `tfds:ted_hrlr_translate/pt_to_en`).
+        split: `"train"`, `"validation"` or `"test"`; ignored for parallel
+            files, which are a split of their own.
+        data_dir: TFDS data directory.
+
+    Returns:
+        `(dataset, stats)`.
+
+    Example:
+
+    >>> dataset, stats = load_dataset("synthetic", "validation", "/tmp/tfds")
+    """
+    kind, argument = parse_spec(spec)
+    if kind == SYNTHETIC:
+        return _load_tfds("synthetic_translation", split, data_dir)
+    if kind == "tfds":
+        return _load_tfds(argument, split, data_dir)
+    sources, targets, stats = read_parallel_files(*argument)
+    return tf.data.Dataset.from_tensor_slices((sources, targets)), stats
+
+
+def default_validation_spec(spec):
+    """The validation split that goes with `spec`, or None for files."""
+    kind, _ = parse_spec(spec)
+    return None if kind == "parallel" else (spec, "validation")
+
+
+def sentences(dataset, limit=None):
+    """Python lists `(sources, targets)` of the first `limit` pairs."""
+    if limit is not None:
+        dataset = dataset.take(limit)
+    sources, targets = [], []
+    for src, tgt in dataset.batch(4096).as_numpy_iterator():
+        sources += [s.decode("utf-8") for s in src]
+        targets += [t.decode("utf-8") for t in tgt]
+    return sources, targets

@@ -1,0 +1,41 @@
+"""The synthetic task as a tensorflow-datasets builder.
+
+Importing this module registers the dataset `synthetic_translation`, so
+`tfds.load("synthetic_translation", data_dir=...)` prepares it locally (its
+"download" is the generator: nothing is fetched).
+"""
+
+import tensorflow_datasets as tfds
+
+from keras_transformer.data import synthetic
+
+SPLITS = {"train": (60_000, 1), "validation": (1_000, 2), "test": (1_000, 3)}
+
+
+class SyntheticTranslation(tfds.core.GeneratorBasedBuilder):
+    """English -> German-like pairs from `keras_transformer.data.synthetic`."""
+
+    VERSION = tfds.core.Version("1.0.0")
+    RELEASE_NOTES = {"1.0.0": "Initial release."}
+
+    def _info(self):
+        return tfds.core.DatasetInfo(
+            builder=self,
+            description=synthetic.__doc__,
+            features=tfds.features.Translation(languages=("en", "de")),
+            supervised_keys=("en", "de"),
+        )
+
+    def _split_generators(self, dl_manager):
+        return {name: self._generate_examples(name) for name in SPLITS}
+
+    def _generate_examples(self, split):
+        size, seed = SPLITS[split]
+        train_sources = set()
+        if split != "train":
+            # Held-out splits never repeat a training sentence.
+            train_sources = {en for en, _ in synthetic.generate_pairs(SPLITS["train"][0], SPLITS["train"][1])}
+        pairs = synthetic.generate_pairs(size + len(train_sources) // 10, seed)
+        kept = [(en, de) for en, de in pairs if en not in train_sources][:size]
+        for index, (en, de) in enumerate(kept):
+            yield index, {"en": en, "de": de}

@@ -1,0 +1,142 @@
+"""Beam search over any step function, in one `tf.while_loop` graph."""
+
+import tensorflow as tf
+
+from keras_transformer.decoding import _common
+
+NEG_INF = _common.NEG_INF
+
+
+def _gather_beams(tensor, indices, batch, beams_in):
+    """Picks `indices [batch, k]` of the beams of `tensor [batch * beams_in, ...]`."""
+    offsets = tf.range(batch)[:, None] * beams_in  # [batch, 1]
+    return tf.gather(tensor, tf.reshape(indices + offsets, [-1]))  # [batch * k, ...]
+
+
+def _tile_beams(tensor, beam_size):
+    """`[batch, ...]` -> `[batch * beam_size, ...]`, each row repeated."""
+    return tf.repeat(tensor, beam_size, axis=0)
+
+
+def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, end_id, alpha=0.6):
+    """Finds the most likely sequences under a length-normalized score.
+
+    The search of GNMT/tensor2tensor: at each step the `beam_size` alive
+    hypotheses are extended with every token (`log_softmax` scores), the
+    best `2 * beam_size` candidates are split into those that ended (moved
+    to the finished set, scored `log_prob / ((5 + length) / 6) ** alpha`)
+    and those still alive (the best `beam_size` are kept; the decoder state
+    is reordered to follow them); as in fairseq, an ending counts only
+    among the best `beam_size` candidates, so one beam is greedy search.
+    Finished hypotheses are never extended. A
+    row stops once no alive hypothesis can beat its worst finished one;
+    the loop stops when every row has. Rows whose hypotheses never end get
+    their alive hypotheses, scored at `max_length`.
+
+    Args:
+        step_fn: `step_fn(ids [batch * beam_size], index, state) ->
+            (logits [batch * beam_size, vocab], state)`; `index` is the
+            0-based position being generated.
+        initial_ids: `[batch]` start token of each row.
+        initial_state: nested tensors with leading dimension `batch`
+            (e.g. decoder caches, encoder output and mask); tiled to
+            `batch * beam_size` here.
+        beam_size: hypotheses kept per row.
+        max_length: most tokens generated per hypothesis.
+        end_id: the end token.
+        alpha: length-penalty exponent (0 scores by raw log-probability).
+
+    Returns:
+        `(sequences [batch, beam_size, max_length] int32, scores [batch,
+        beam_size] float32)`, best first. Sequences exclude the start token,
+        include the end token, and are 0 after it; a hypothesis' length for
+        the penalty counts its tokens including the end token.
+
+    Example:
+
+    >>> sequences, scores = beam_search(model.decode_step, start_ids,
+    ...     model.init_decoding_state(context, 32), beam_size=4,
+    ...     max_length=32, end_id=3)
+    """
+    _common.check_arguments(beam_size, max_length, end_id, alpha)
+    k = beam_size
+    initial_ids = tf.cast(initial_ids, tf.int32)
+    batch = tf.shape(initial_ids)[0]
+    max_penalty = _common.length_penalty(max_length, alpha)
+
+    state = tf.nest.map_structure(lambda t: _tile_beams(t, k), initial_state)
+    ids = _tile_beams(initial_ids, k)  # [batch * k]
+    alive_seqs = tf.zeros([batch, k, max_length], tf.int32)
+    # Only the first beam is live at the start, so the first step does not
+    # pick the same token k times.
+    alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch, 1])  # [batch, k]
+    finished_seqs = tf.zeros([batch, k, max_length], tf.int32)
+    finished_scores = tf.fill([batch, k], NEG_INF)
+    finished_flags = tf.zeros([batch, k], tf.bool)
+
+    def not_done(i, ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state):
+        best_possible = alive_log_probs[:, 0] / max_penalty  # [batch]
+        worst_finished = tf.reduce_min(tf.where(finished_flags, finished_scores, NEG_INF), axis=1)
+        all_finished = tf.reduce_all(finished_flags, axis=1)
+        row_done = tf.logical_and(all_finished, worst_finished >= best_possible)
+        return tf.logical_and(i < max_length, tf.logical_not(tf.reduce_all(row_done)))
+
+    def body(i, ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state):
+        logits, state = step_fn(ids, i, state)  # [batch * k, vocab]
+        vocab = tf.shape(logits)[-1]
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        log_probs = tf.reshape(log_probs, [batch, k, vocab])
+        candidates = alive_log_probs[:, :, None] + log_probs  # [batch, k, vocab]
+        flat = tf.reshape(candidates, [batch, k * vocab])
+        top_log_probs, top_indices = tf.math.top_k(flat, k=2 * k)  # [batch, 2k]
+        top_beams = top_indices // vocab  # [batch, 2k]
+        top_tokens = top_indices % vocab  # [batch, 2k]
+        top_seqs = tf.gather(alive_seqs, top_beams, batch_dims=1)  # [batch, 2k, max_length]
+        top_seqs = _common.write_position(top_seqs, i, top_tokens)
+        ended = tf.equal(top_tokens, end_id)  # [batch, 2k]
+
+        # Alive: the best k candidates that did not end.
+        alive_candidates = tf.where(ended, NEG_INF, top_log_probs)
+        alive_log_probs, alive_pick = tf.math.top_k(alive_candidates, k=k)  # [batch, k]
+        alive_seqs = tf.gather(top_seqs, alive_pick, batch_dims=1)
+        source_beams = tf.gather(top_beams, alive_pick, batch_dims=1)  # [batch, k]
+        state = tf.nest.map_structure(lambda t: _gather_beams(t, source_beams, batch, k), state)
+        ids = tf.reshape(tf.gather(top_tokens, alive_pick, batch_dims=1), [-1])  # [batch * k]
+
+        # Finished: merge the candidates that ended into the best k so far.
+        # Only ends among the best k candidates count (as in fairseq), so
+        # that one beam decodes exactly like greedy search.
+        in_top_k = tf.range(2 * k) < k  # [2k]
+        ended = tf.logical_and(ended, in_top_k[None, :])
+        new_scores = top_log_probs / _common.length_penalty(i + 1, alpha)
+        new_scores = tf.where(ended, new_scores, NEG_INF)
+        pool_seqs = tf.concat([finished_seqs, top_seqs], axis=1)  # [batch, 3k, max_length]
+        pool_scores = tf.concat([finished_scores, new_scores], axis=1)  # [batch, 3k]
+        pool_flags = tf.concat([finished_flags, ended], axis=1)
+        finished_scores, pick = tf.math.top_k(pool_scores, k=k)  # [batch, k]
+        finished_seqs = tf.gather(pool_seqs, pick, batch_dims=1)
+        finished_flags = tf.gather(pool_flags, pick, batch_dims=1)
+        return i + 1, ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state
+
+    loop_vars = (tf.constant(0), ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores,
+                 finished_flags, state)
+    shapes = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), loop_vars)
+    shapes = (tf.TensorShape([]), tf.TensorShape([None]),
+              tf.TensorShape([None, k, max_length]), tf.TensorShape([None, k]),
+              tf.TensorShape([None, k, max_length]), tf.TensorShape([None, k]),
+              tf.TensorShape([None, k]), shapes[-1])
+    outputs = tf.while_loop(not_done, body, loop_vars, shape_invariants=shapes,
+                            maximum_iterations=max_length)
+    _, _, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, _ = outputs
+
+    # Rows short of k finished hypotheses are completed with alive ones,
+    # which always rank after the finished.
+    alive_scores = alive_log_probs / max_penalty
+    pool_seqs = tf.concat([finished_seqs, alive_seqs], axis=1)  # [batch, 2k, max_length]
+    pool_scores = tf.concat([finished_scores, alive_scores], axis=1)
+    pool_flags = tf.concat([finished_flags, tf.zeros_like(finished_flags)], axis=1)
+    rank = pool_scores + tf.where(pool_flags, 0.0, 2 * NEG_INF)
+    _, pick = tf.math.top_k(rank, k=k)
+    sequences = tf.gather(pool_seqs, pick, batch_dims=1)
+    scores = tf.gather(pool_scores, pick, batch_dims=1)
+    return _common.zero_after_end(sequences, end_id), scores
