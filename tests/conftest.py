@@ -8,9 +8,13 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 
+# Seeded once: `tf.random.set_seed` clears TensorFlow's eager kernel cache,
+# which frees tokenizer resources that module-scoped fixtures already made.
+keras.utils.set_random_seed(1234)
+
+
 @pytest.fixture(autouse=True)
-def _seed_and_policy():
-    keras.utils.set_random_seed(1234)
+def _policy():
     yield
     keras.config.set_dtype_policy("float32")
 

@@ -133,7 +133,9 @@ def make_batches(
     framed = tokenize_pairs(dataset, source_tokenizer, target_tokenizer, max_length, policy)
     if policy == "filter":
         framed = framed.filter(lambda s, t, long: tf.logical_not(long))
-    framed = framed.map(lambda s, t, long: (s, t))
+    # Split the target before padding, so that no row's decoder input
+    # keeps its end token.
+    framed = framed.map(lambda s, t, long: (s, t[:-1], t[1:]))
     if cache:
         framed = framed.cache()
     if shuffle:
@@ -143,15 +145,13 @@ def make_batches(
     edges = bucket_boundaries(max_length + 1)
     sizes = [max(1, batch_tokens // edge) for edge in edges + [max_length + 1]]
     batches = framed.bucket_by_sequence_length(
-        element_length_func=lambda s, t: tf.maximum(tf.shape(s)[0], tf.shape(t)[0] - 1),
+        element_length_func=lambda s, t_in, t_out: tf.maximum(tf.shape(s)[0], tf.shape(t_in)[0]),
         bucket_boundaries=[e + 1 for e in edges],
         bucket_batch_sizes=sizes,
-        padded_shapes=([None], [None]),
-        padding_values=(0, 0),
+        padded_shapes=([None], [None], [None]),
+        padding_values=(0, 0, 0),
     )
-    batches = batches.map(
-        lambda s, t: ((s, t[:, :-1]), t[:, 1:]), num_parallel_calls=tf.data.AUTOTUNE
-    )
+    batches = batches.map(lambda s, t_in, t_out: ((s, t_in), t_out))
     options = tf.data.Options()
     # Multi-worker training shards the elements, not files.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

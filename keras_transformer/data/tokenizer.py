@@ -24,6 +24,10 @@ class SubwordTokenizer(tf.Module):
     Ids: 0 pad, 1 unknown, 2 start, 3 end. Saved inside a SavedModel as a
     tracked resource that holds the serialized model.
 
+    Seed TensorFlow (`keras.utils.set_random_seed`) before creating
+    tokenizers: setting the seed clears the eager kernel cache, which frees
+    the resources of tokenizers made earlier.
+
     Args:
         model_proto: the serialized SentencePiece model (bytes).
         name: module name.

@@ -242,6 +242,8 @@ class Transformer(keras.Model):
             `cross_cache` `[batch, layers, 2, source_length, heads, head_dim]`,
             `encoder_mask` `[batch, source_length]`.
         """
+        if not self.built:
+            self.build(((None, None), (None, None)))
         encoded = self.encode(context_ids, training=False)
         batch = ops.shape(context_ids)[0]
         return {

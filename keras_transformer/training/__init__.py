@@ -1,7 +1,20 @@
-"""Training: schedules, losses, metrics, callbacks and the fit loop."""
+"""Training: schedules, losses, metrics, callbacks, strategies and the fit loop."""
 
+from keras_transformer.training.config import TrainConfig
 from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.training.metrics import MaskedAccuracy
+from keras_transformer.training.run_directory import RunDirectory, load_run
 from keras_transformer.training.schedules import WarmupSchedule
+from keras_transformer.training.trainer import build_model, set_precision, train
 
-__all__ = ["MaskedAccuracy", "MaskedSparseCategoricalCrossentropy", "WarmupSchedule"]
+__all__ = [
+    "MaskedAccuracy",
+    "MaskedSparseCategoricalCrossentropy",
+    "RunDirectory",
+    "TrainConfig",
+    "WarmupSchedule",
+    "build_model",
+    "load_run",
+    "set_precision",
+    "train",
+]

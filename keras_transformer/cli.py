@@ -1,0 +1,188 @@
+"""`keras-transformer`: a thin command-line shell over the library."""
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _train_parser(sub):
+    from keras_transformer.training.config import TrainConfig
+
+    p = sub.add_parser("train", help="train a translation model")
+    p.add_argument("--config", help="YAML or JSON file of training keys; flags override it")
+    defaults = TrainConfig()
+    for field, value in defaults.to_dict().items():
+        flag = "--" + field.replace("_", "-")
+        if field == "model_overrides":
+            p.add_argument(flag, type=json.loads, default=None, help="JSON dict of Transformer arguments")
+        elif field == "devices":
+            p.add_argument(flag, default=None, help="comma-separated devices for --strategy mirrored")
+        elif isinstance(value, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
+        else:
+            kind = type(value) if value is not None else str
+            if field == "steps_per_epoch":
+                kind = int
+            p.add_argument(flag, type=kind, default=None, help=f"default: {value}")
+    p.set_defaults(run=_train)
+
+
+def _train(args):
+    from keras_transformer.training import TrainConfig, config as config_lib, train
+
+    values = config_lib.read_config_file(args.config) if args.config else {}
+    for key in TrainConfig().to_dict():
+        value = getattr(args, key, None)
+        if value is not None:
+            values[key] = value
+    if isinstance(values.get("devices"), str):
+        values["devices"] = values["devices"].split(",")
+    train(TrainConfig.from_dict(values))
+
+
+def _evaluate(args):
+    from keras_transformer.decoding import Translator, evaluate
+    from keras_transformer.data.sources import read_parallel_files
+    from keras_transformer.training import load_run
+
+    model, source_tok, target_tok, _ = load_run(args.run)
+    translator = Translator(model, source_tok, target_tok, beam_size=args.beam_size,
+                            alpha=args.alpha, max_output_length=args.max_length)
+    sources, references, stats = read_parallel_files(args.source, args.reference)
+    if stats.empty_dropped:
+        print(f"{stats.empty_dropped} pairs with an empty side skipped", file=sys.stderr)
+    scores, hypotheses = evaluate(translator, sources, references, batch_size=args.batch_size)
+    print(scores.describe())
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({**scores.as_dict(), "beam_size": args.beam_size, "run": args.run}, f, indent=2)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.writelines(h + "\n" for h in hypotheses)
+
+
+def _plot(args):
+    from keras_transformer.training.plots import plot_run
+
+    for path in plot_run(args.run, args.output_dir):
+        print(path)
+
+
+def _export(args):
+    from keras_transformer.export import export_run
+
+    path = export_run(args.run, args.export_base, version=args.version, beam_size=args.beam_size,
+                      alpha=args.alpha, max_length=args.max_length)
+    print(path)
+
+
+def _translate(args):
+    from keras_transformer.export.client_local import translate_with_savedmodel
+
+    sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
+    results = translate_with_savedmodel(args.model, sentences, signature=args.signature,
+                                        version=args.version, plot_attention=args.plot_attention)
+    for line in results:
+        print(line)
+
+
+def _serve(args):
+    from serving.server import serve_forever
+
+    serve_forever(args.model_base_path, args.model_name, host=args.host, port=args.port,
+                  poll_seconds=args.poll_seconds)
+
+
+def _client(args):
+    from serving.client import GrpcTranslationClient
+
+    sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
+    with GrpcTranslationClient(args.server, args.model, timeout=args.timeout) as client:
+        outputs = client.translate(sentences, signature=args.signature, version=args.version)
+    key = "translations" if args.signature == "translate_nbest" else "translation"
+    for row in outputs[key]:
+        print(row if isinstance(row, str) else " ||| ".join(row))
+
+
+def _tune(args):
+    from keras_transformer.tuning.search import run_search
+
+    run_search(vars(args))
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="keras-transformer", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _train_parser(sub)
+
+    p = sub.add_parser("evaluate", help="translate a file and report sacreBLEU")
+    p.add_argument("--run", required=True)
+    p.add_argument("--source", required=True)
+    p.add_argument("--reference", required=True)
+    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--json", help="also write the scores here as JSON")
+    p.add_argument("--output", help="write the translations here")
+    p.set_defaults(run_command=_evaluate)
+
+    p = sub.add_parser("plot", help="PNG curves of a run and its learning-rate schedule")
+    p.add_argument("--run", required=True)
+    p.add_argument("--output-dir", help="default: the run directory")
+    p.set_defaults(run_command=_plot)
+
+    p = sub.add_parser("export", help="write a servable SavedModel version")
+    p.add_argument("--run", required=True)
+    p.add_argument("--export-base", required=True)
+    p.add_argument("--version", type=int)
+    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--max-length", type=int, default=128)
+    p.set_defaults(run_command=_export)
+
+    p = sub.add_parser("translate", help="translate with an exported SavedModel")
+    p.add_argument("--model", required=True, help="export base or version directory")
+    p.add_argument("--signature", default="serving_default")
+    p.add_argument("--version", type=int)
+    p.add_argument("--plot-attention", help="PNG of the first sentence's cross-attention")
+    p.add_argument("sentences", nargs="*")
+    p.set_defaults(run_command=_translate)
+
+    p = sub.add_parser("serve", help="serve exports over TF Serving's gRPC API")
+    p.add_argument("--model-base-path", required=True)
+    p.add_argument("--model-name", required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8500)
+    p.add_argument("--poll-seconds", type=float, default=2.0)
+    p.set_defaults(run_command=_serve)
+
+    p = sub.add_parser("client", help="translate through a TF Serving gRPC server")
+    p.add_argument("--server", default="localhost:8500")
+    p.add_argument("--model", default="translator")
+    p.add_argument("--signature", default="serving_default")
+    p.add_argument("--version", type=int)
+    p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("sentences", nargs="*")
+    p.set_defaults(run_command=_client)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = getattr(args, "run_command", None) or args.run
+    try:
+        command(args)
+    except (ValueError, FileNotFoundError, FileExistsError) as error:
+        print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Corpus BLEU and chrF with sacreBLEU."""
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class Scores:
+    """sacreBLEU results with their signatures."""
+
+    bleu: float
+    chrf: float
+    bleu_signature: str
+    chrf_signature: str
+    sentences: int
+
+    def as_dict(self):
+        return dataclasses.asdict(self)
+
+    def describe(self):
+        return (
+            f"BLEU = {self.bleu:.2f}  ({self.bleu_signature})\n"
+            f"chrF = {self.chrf:.2f}  ({self.chrf_signature})\n"
+            f"sentences = {self.sentences}"
+        )
+
+
+def score_translations(hypotheses, references):
+    """sacreBLEU corpus BLEU and chrF of `hypotheses` against `references`.
+
+    Args:
+        hypotheses: list of str.
+        references: list of str, aligned with `hypotheses`.
+
+    Returns:
+        `Scores`.
+    """
+    import sacrebleu
+
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"{len(hypotheses)} hypotheses but {len(references)} references: "
+            "they must be aligned line by line"
+        )
+    bleu = sacrebleu.metrics.BLEU()
+    chrf = sacrebleu.metrics.CHRF()
+    bleu_score = bleu.corpus_score(hypotheses, [references])
+    chrf_score = chrf.corpus_score(hypotheses, [references])
+    return Scores(
+        bleu=bleu_score.score,
+        chrf=chrf_score.score,
+        bleu_signature=str(bleu.get_signature()),
+        chrf_signature=str(chrf.get_signature()),
+        sentences=len(hypotheses),
+    )
+
+
+def evaluate(translator, sources, references, batch_size=64, beam_size=None):
+    """Translates `sources` and scores them against `references`.
+
+    Returns:
+        `(Scores, hypotheses)`.
+    """
+    if len(sources) != len(references):
+        raise ValueError(
+            f"{len(sources)} source sentences but {len(references)} references"
+        )
+    hypotheses = translator.translate_batches(sources, batch_size=batch_size, beam_size=beam_size)
+    return score_translations(hypotheses, references), hypotheses

@@ -1,0 +1,112 @@
+"""Strings in, translations out: tokenizers, model and search in one module."""
+
+import tensorflow as tf
+
+from keras_transformer.data.tokenizer import END_ID, START_ID
+from keras_transformer.decoding.beam_search import beam_search
+from keras_transformer.decoding.greedy import greedy_search
+
+
+class Translator(tf.Module):
+    """Translates raw text with a trained `Transformer` and its tokenizers.
+
+    Inputs longer than `max_input_length` tokens are truncated (keeping the
+    end token); translations stop at `max_output_length` tokens. Empty
+    input gives empty output.
+
+    Args:
+        model: a trained `keras_transformer.models.Transformer`.
+        source_tokenizer, target_tokenizer: `SubwordTokenizer`s of the run.
+        beam_size: beams of `translate`.
+        alpha: length-penalty exponent.
+        max_input_length: longest source, in tokens (at most the model's
+            `max_length`).
+        max_output_length: longest translation, in tokens.
+
+    Example:
+
+    >>> translator = Translator(model, source_tokenizer, target_tokenizer)
+    >>> translator.translate(tf.constant(["The dog sleeps."]))["translation"]
+    """
+
+    def __init__(
+        self,
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        beam_size=4,
+        alpha=0.6,
+        max_input_length=None,
+        max_output_length=None,
+        name=None,
+    ):
+        super().__init__(name=name)
+        limit = model.max_length
+        self.model = model
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.beam_size = int(beam_size)
+        self.alpha = float(alpha)
+        self.max_input_length = int(min(max_input_length or 256, limit))
+        self.max_output_length = int(min(max_output_length or 128, limit))
+        if self.beam_size < 1:
+            raise ValueError(f"`beam_size` must be >= 1. Received: beam_size={beam_size}")
+
+    def encode_text(self, text):
+        """`[batch]` strings -> padded source ids `[batch, length]`."""
+        ids = self.source_tokenizer.tokenize(text)
+        ids = ids[:, : self.max_input_length - 1]
+        end = tf.fill([ids.nrows(), 1], END_ID)
+        ids = tf.concat([ids, end], axis=1)
+        return ids.to_tensor(default_value=0)  # [batch, source_length]
+
+    def _search(self, context, beam_size):
+        batch = tf.shape(context)[0]
+        state = self.model.init_decoding_state(context, self.max_output_length)
+        start = tf.fill([batch], START_ID)
+        search = greedy_search if beam_size == 1 else beam_search
+        kwargs = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)
+        if beam_size > 1:
+            kwargs["beam_size"] = beam_size
+        return search(self.model.decode_step, start, state, **kwargs)
+
+    def _detokenize(self, sequences):
+        """`[batch, beams, length]` ids -> `[batch, beams]` strings."""
+        batch, beams = tf.shape(sequences)[0], tf.shape(sequences)[1]
+        flat = tf.reshape(sequences, [batch * beams, -1])
+        text = self.target_tokenizer.detokenize(flat)
+        return tf.reshape(text, [batch, beams])
+
+    def translate_nbest(self, text, beam_size=None):
+        """Returns `{"translations": [batch, beams], "scores": [batch, beams],
+        "ids": [batch, beams, length]}`, best first."""
+        beam_size = beam_size or self.beam_size
+        text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
+        context = self.encode_text(text)
+        sequences, scores = self._search(context, beam_size)
+        empty = tf.equal(tf.strings.length(tf.strings.strip(text)), 0)[:, None]
+        translations = tf.where(empty, "", self._detokenize(sequences))
+        return {"translations": translations, "scores": scores, "ids": sequences}
+
+    def translate(self, text, beam_size=None):
+        """Returns `{"translation": [batch], "score": [batch]}` (the best beam)."""
+        best = self.translate_nbest(text, beam_size)
+        return {"translation": best["translations"][:, 0], "score": best["scores"][:, 0]}
+
+    def translate_greedy(self, text):
+        """Greedy translation: `{"translation": [batch], "score": [batch]}`."""
+        return self.translate(text, beam_size=1)
+
+    def translate_batches(self, sentences, batch_size=64, beam_size=None):
+        """Translates a Python list of str in batches; returns a list of str."""
+        fn = tf.function(lambda text: self.translate(text, beam_size)["translation"])
+        outputs = []
+        # Sorting by length keeps batches homogeneous and fast.
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+        for begin in range(0, len(order), batch_size):
+            chunk = [sentences[i] for i in order[begin : begin + batch_size]]
+            outputs += [t.decode("utf-8") for t in fn(tf.constant(chunk)).numpy()]
+        result = [None] * len(sentences)
+        for position, index in enumerate(order):
+            result[index] = outputs[position]
+        return result

@@ -1,0 +1,53 @@
+"""The callbacks of a training run."""
+
+import os
+
+import keras
+
+
+class _StatusLine(keras.callbacks.Callback):
+    """Prints where a run starts (fresh or resumed) for people and logs."""
+
+    def on_train_begin(self, logs=None):
+        epoch = getattr(self.model, "_initial_epoch", 0) or 0
+        step = int(self.model.optimizer.iterations.numpy())
+        if step:
+            print(f"Resuming from the last checkpoint: epoch {epoch + 1}, optimizer step {step}", flush=True)
+
+
+def make_callbacks(run, config, has_validation, is_chief=True, worker_index=0):
+    """TensorBoard, best-weights checkpoint, BackupAndRestore, NaN guard, CSV.
+
+    Args:
+        run: the `RunDirectory`.
+        config: the `TrainConfig`.
+        has_validation: whether `fit` gets validation data.
+        is_chief: only the chief writes logs and checkpoints.
+        worker_index: backups are kept per worker.
+
+    Returns:
+        A list of `keras.callbacks.Callback`.
+    """
+    backup_dir = run.backup if is_chief else os.path.join(run.backup, f"worker_{worker_index}")
+    callbacks = [
+        # Saves weights, optimizer state and the epoch every
+        # `checkpoint_every` steps: a killed run restarted with the same
+        # command continues from there. Two copies survive a kill mid-save.
+        keras.callbacks.BackupAndRestore(
+            backup_dir, save_freq=config.checkpoint_every, double_checkpoint=True
+        ),
+        keras.callbacks.TerminateOnNaN(),
+        _StatusLine(),
+    ]
+    if is_chief:
+        callbacks += [
+            keras.callbacks.TensorBoard(run.logs, update_freq="epoch"),
+            keras.callbacks.CSVLogger(run.history, append=True),
+            keras.callbacks.ModelCheckpoint(
+                run.best_weights,
+                monitor="val_loss" if has_validation else "loss",
+                save_best_only=True,
+                save_weights_only=True,
+            ),
+        ]
+    return callbacks

@@ -1,0 +1,116 @@
+"""Training configuration: one set of keys for the command line and files."""
+
+import dataclasses
+import json
+import os
+
+from keras_transformer.models.presets import PRESETS
+
+STRATEGIES = ("auto", "mirrored", "multi_worker")
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything `train` needs; the keys of YAML/JSON config files.
+
+    Attributes:
+        dataset: `synthetic`, `parallel:SRC,TGT` or `tfds:NAME`.
+        valid: validation data (same forms); default: the dataset's
+            validation split (none for parallel files).
+        output_dir: the run directory.
+        preset: model architecture (`tiny`, `small`, `base`, `big`).
+        model_overrides: constructor arguments replacing the preset's.
+        epochs: passes over the data, or over `steps_per_epoch` steps.
+        steps_per_epoch: batches per epoch (the data repeats); None for
+            full passes.
+        batch_tokens: token budget of a batch.
+        max_length: longest framed sequence; longer pairs are handled
+            by `length_policy`.
+        length_policy: `filter` or `truncate`.
+        vocab_size: subword vocabulary size of each language.
+        tokenizer_sample: sentences used to learn each vocabulary.
+        warmup_steps: learning-rate warmup.
+        lr_scale: multiplier of the paper's learning rate.
+        label_smoothing: epsilon of the loss.
+        mixed_precision: mixed_float16 on GPU, mixed_bfloat16 on CPU.
+        jit_compile: compile the train step with XLA.
+        strategy: `auto`, `mirrored` or `multi_worker` (`TF_CONFIG`).
+        devices: devices for `mirrored` (default: all GPUs, else the CPU).
+        checkpoint_every: steps between backups for resuming.
+        data_dir: TFDS data directory.
+        seed: random seed.
+        verbose: Keras progress output (0, 1, 2).
+    """
+
+    dataset: str = "synthetic"
+    valid: str | None = None
+    output_dir: str = "runs/default"
+    preset: str = "tiny"
+    model_overrides: dict = dataclasses.field(default_factory=dict)
+    epochs: int = 10
+    steps_per_epoch: int | None = None
+    batch_tokens: int = 4096
+    max_length: int = 128
+    length_policy: str = "filter"
+    vocab_size: int = 8000
+    tokenizer_sample: int = 200_000
+    warmup_steps: int = 4000
+    lr_scale: float = 1.0
+    label_smoothing: float = 0.1
+    mixed_precision: bool = False
+    jit_compile: bool = False
+    strategy: str = "auto"
+    devices: list | None = None
+    checkpoint_every: int = 200
+    data_dir: str | None = None
+    seed: int = 0
+    verbose: int = 1
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        if self.preset not in PRESETS:
+            raise ValueError(f"Unknown preset {self.preset!r}; available: {sorted(PRESETS)}")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: strategy={self.strategy!r}")
+        for name in ("epochs", "batch_tokens", "max_length", "vocab_size", "warmup_steps", "checkpoint_every"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+        if self.steps_per_epoch is not None and self.steps_per_epoch <= 0:
+            raise ValueError(f"`steps_per_epoch` must be positive. Received: steps_per_epoch={self.steps_per_epoch!r}")
+        if self.length_policy not in ("filter", "truncate"):
+            raise ValueError(f"`length_policy` must be filter or truncate. Received: {self.length_policy!r}")
+        if self.batch_tokens < self.max_length:
+            raise ValueError(
+                f"`batch_tokens` ({self.batch_tokens}) must be at least `max_length` ({self.max_length})"
+            )
+
+    @classmethod
+    def from_dict(cls, values):
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"Unknown training config keys: {unknown}. Known keys: {sorted(known)}")
+        return cls(**values)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+def read_config_file(path):
+    """Reads a YAML or JSON file of `TrainConfig` keys into a dict."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Config file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if path.endswith((".yaml", ".yml")):
+        import yaml
+
+        values = yaml.safe_load(text) or {}
+    else:
+        values = json.loads(text)
+    if not isinstance(values, dict):
+        raise ValueError(f"Config file {path} must hold a mapping of keys to values")
+    return {k.replace("-", "_"): v for k, v in values.items()}

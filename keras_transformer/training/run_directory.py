@@ -1,0 +1,89 @@
+"""The layout of a run directory, and loading a trained run back."""
+
+import json
+import os
+
+import keras
+
+from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.models.transformer import Transformer
+
+
+class RunDirectory:
+    """Paths of a run: config, tokenizers, weights, logs, backups.
+
+    ```
+    runs/NAME/
+      config.json            training configuration
+      model_config.json      Transformer.get_config()
+      tokenizers/source.model, target.model (+ .vocab)
+      best.weights.h5        best weights by validation loss
+      final.weights.h5       weights at the end of training
+      history.csv            one row per epoch
+      logs/                  TensorBoard
+      backup/                BackupAndRestore state, for resuming
+      data_stats.json        corpus and length statistics
+    ```
+    """
+
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+
+    def join(self, *parts):
+        return os.path.join(self.path, *parts)
+
+    config = property(lambda self: self.join("config.json"))
+    model_config = property(lambda self: self.join("model_config.json"))
+    source_tokenizer = property(lambda self: self.join("tokenizers", "source.model"))
+    target_tokenizer = property(lambda self: self.join("tokenizers", "target.model"))
+    best_weights = property(lambda self: self.join("best.weights.h5"))
+    final_weights = property(lambda self: self.join("final.weights.h5"))
+    history = property(lambda self: self.join("history.csv"))
+    logs = property(lambda self: self.join("logs"))
+    backup = property(lambda self: self.join("backup"))
+    data_stats = property(lambda self: self.join("data_stats.json"))
+
+    def has_tokenizers(self):
+        return os.path.exists(self.source_tokenizer) and os.path.exists(self.target_tokenizer)
+
+    def write_json(self, path, values):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(values, f, indent=2, sort_keys=True)
+        os.replace(tmp, path)
+
+    def read_json(self, path):
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+
+
+def load_run(path, weights="best"):
+    """Loads a trained run for inference.
+
+    Args:
+        path: the run directory.
+        weights: `"best"` (falls back to final) or `"final"`.
+
+    Returns:
+        `(model, source_tokenizer, target_tokenizer, config_dict)`.
+    """
+    run = RunDirectory(path)
+    if not os.path.exists(run.model_config):
+        raise FileNotFoundError(
+            f"{run.path} is not a training run: {run.model_config} is missing"
+        )
+    model_config = run.read_json(run.model_config)
+    model_config.pop("dtype", None)  # inference runs in float32
+    model = Transformer.from_config(model_config)
+    model.build(((None, None), (None, None)))
+    candidates = [run.best_weights, run.final_weights] if weights == "best" else [run.final_weights]
+    for candidate in candidates:
+        if os.path.exists(candidate):
+            model.load_weights(candidate)
+            break
+    else:
+        raise FileNotFoundError(f"No weights in {run.path} (looked for {candidates})")
+    source = SubwordTokenizer.load(run.source_tokenizer)
+    target = SubwordTokenizer.load(run.target_tokenizer)
+    return model, source, target, run.read_json(run.config)

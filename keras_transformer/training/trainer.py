@@ -1,0 +1,152 @@
+"""The training job: corpus -> tokenizers -> batches -> `model.fit`."""
+
+import dataclasses
+import os
+
+import keras
+import tensorflow as tf
+
+from keras_transformer.data import pipeline, sources
+from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.models.transformer import Transformer
+from keras_transformer.training import callbacks as callbacks_lib
+from keras_transformer.training import strategies
+from keras_transformer.training.config import TrainConfig
+from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
+from keras_transformer.training.metrics import MaskedAccuracy
+from keras_transformer.training.run_directory import RunDirectory
+from keras_transformer.training.schedules import WarmupSchedule
+
+
+def set_precision(mixed):
+    """Float32, or mixed precision suited to the device: float16 on GPU,
+    bfloat16 on CPU. Returns the policy name."""
+    if not mixed:
+        policy = "float32"
+    elif tf.config.list_physical_devices("GPU"):
+        policy = "mixed_float16"
+    else:
+        policy = "mixed_bfloat16"
+    keras.config.set_dtype_policy(policy)
+    return policy
+
+
+def _tokenizers(run, train_pairs, config, log):
+    if run.has_tokenizers():
+        log(f"Reusing the tokenizers of {run.path}")
+        return SubwordTokenizer.load(run.source_tokenizer), SubwordTokenizer.load(run.target_tokenizer)
+    log(f"Learning {config.vocab_size}-piece vocabularies from up to {config.tokenizer_sample} pairs")
+    src, tgt = sources.sentences(train_pairs, limit=config.tokenizer_sample)
+    source = SubwordTokenizer.train(src, config.vocab_size)
+    target = SubwordTokenizer.train(tgt, config.vocab_size)
+    source.save(run.source_tokenizer)
+    target.save(run.target_tokenizer)
+    return source, target
+
+
+def _validation(config):
+    if config.valid == "none":
+        return None
+    if config.valid:
+        return config.valid, "validation"
+    return sources.default_validation_spec(config.dataset)
+
+
+def build_model(config, source_vocab, target_vocab):
+    """The compiled `Transformer` of `config` (call under a strategy scope)."""
+    model = Transformer.from_preset(
+        config.preset,
+        source_vocab,
+        target_vocab,
+        **{"max_length": max(config.max_length, 256), **config.model_overrides},
+    )
+    model.build(((None, None), (None, None)))
+    schedule = WarmupSchedule(model.d_model, config.warmup_steps, scale=config.lr_scale)
+    model.compile(
+        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        loss=MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing),
+        metrics=[MaskedAccuracy()],
+        jit_compile=config.jit_compile,
+    )
+    return model
+
+
+def train(config, log=print):
+    """Runs (or resumes) the training job described by `config`.
+
+    A run directory that already holds a backup is resumed from it: the
+    same command after a crash or kill continues where it stopped.
+
+    Args:
+        config: a `TrainConfig` (or a dict of its keys).
+        log: where progress lines go.
+
+    Returns:
+        `(model, history)`, the trained model and the `keras.callbacks.History`.
+    """
+    if isinstance(config, dict):
+        config = TrainConfig.from_dict(config)
+    keras.utils.set_random_seed(config.seed)
+    policy = set_precision(config.mixed_precision)
+    strategy = strategies.get_strategy(config.strategy, config.devices)
+    worker_index, is_chief = strategies.worker_info()
+    devices = [d.name for d in tf.config.list_logical_devices() if d.device_type in ("GPU", "CPU")]
+    log(f"Devices: {devices}; policy {policy}; replicas {strategy.num_replicas_in_sync}")
+
+    run = RunDirectory(config.output_dir)
+    os.makedirs(run.path, exist_ok=True)
+    if is_chief:
+        run.write_json(run.config, config.to_dict())
+
+    train_pairs, corpus_stats = sources.load_dataset(config.dataset, "train", config.data_dir)
+    log(f"Training pairs: {corpus_stats.pairs} ({corpus_stats.empty_dropped} empty dropped)")
+    source_tokenizer, target_tokenizer = _tokenizers(run, train_pairs, config, log)
+
+    framed = pipeline.tokenize_pairs(
+        train_pairs, source_tokenizer, target_tokenizer, config.max_length, config.length_policy
+    )
+    length_stats = pipeline.length_stats(framed, config.length_policy)
+    log(f"Length filter: {length_stats.describe()}")
+    if is_chief:
+        run.write_json(run.data_stats, {
+            "corpus": dataclasses.asdict(corpus_stats),
+            "length": dataclasses.asdict(length_stats),
+            "source_vocab_size": source_tokenizer.vocab_size,
+            "target_vocab_size": target_tokenizer.vocab_size,
+        })
+
+    batching = dict(batch_tokens=config.batch_tokens, max_length=config.max_length, policy=config.length_policy)
+    train_batches = pipeline.make_batches(
+        train_pairs, source_tokenizer, target_tokenizer, seed=config.seed,
+        repeat=config.steps_per_epoch is not None, **batching,
+    )
+    valid_spec = _validation(config)
+    valid_batches = None
+    if valid_spec is not None:
+        valid_pairs, valid_stats = sources.load_dataset(valid_spec[0], valid_spec[1], config.data_dir)
+        log(f"Validation pairs: {valid_stats.pairs}")
+        valid_batches = pipeline.make_batches(
+            valid_pairs, source_tokenizer, target_tokenizer, shuffle=False, **batching
+        )
+
+    with strategy.scope():
+        model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
+    if is_chief:
+        run.write_json(run.model_config, {**model.get_config(), "dtype": None})
+
+    history = model.fit(
+        train_batches,
+        validation_data=valid_batches,
+        epochs=config.epochs,
+        steps_per_epoch=config.steps_per_epoch,
+        callbacks=callbacks_lib.make_callbacks(
+            run, config, valid_batches is not None, is_chief=is_chief, worker_index=worker_index
+        ),
+        verbose=config.verbose,
+    )
+    weights_path = run.final_weights if is_chief else run.join(f"final.worker_{worker_index}.weights.h5")
+    model.save_weights(weights_path)
+    if is_chief and not os.path.exists(run.best_weights):
+        model.save_weights(run.best_weights)
+    log(f"Saved {weights_path}")
+    return model, history

@@ -1,0 +1,144 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.decoding import beam_search, greedy_search
+from keras_transformer.models import Transformer
+from tests.decoding.scripted import brute_force, markov_step_fn
+
+START, END = 1, 3
+
+
+def _search(table, beam_size, alpha, max_length):
+    batch = table.shape[0]
+    return beam_search(markov_step_fn(table), tf.fill([batch], START), {"row": tf.range(batch)},
+                       beam_size=beam_size, max_length=max_length, end_id=END, alpha=alpha)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.2])
+@pytest.mark.parametrize("seed", range(4))
+def test_wide_beam_matches_brute_force(alpha, seed):
+    rng = np.random.default_rng(seed)
+    batch, length, vocab = 3, 4, 5
+    table = rng.normal(size=(batch, length, vocab, vocab)) * 2.0
+    sequences, scores = _search(table, vocab**length, alpha, length)
+    for row in range(batch):
+        ranked = brute_force(table, row, START, END, length, alpha)
+        finished = [r for r in ranked if r[1]]
+        for rank in range(3):
+            assert list(sequences[row, rank].numpy()) == finished[rank][2]
+            assert scores[row, rank].numpy() == pytest.approx(finished[rank][0], abs=1e-4)
+
+
+def _script(batch, length, vocab, paths):
+    """Logits that make `paths[row]` (ending with END) far more likely."""
+    table = np.zeros((batch, length, vocab, vocab))
+    for row, path in enumerate(paths):
+        previous = START
+        for i, token in enumerate(path):
+            table[row, i, previous, token] = 10.0
+            previous = token
+    return table
+
+
+def test_scripted_best_paths_in_a_mixed_length_batch():
+    paths = [[4, 5, END], [END], [6, 4, 6, 5, 4, END]]
+    table = _script(3, 8, 7, paths)
+    sequences, scores = _search(table, 3, 0.6, 8)
+    for row, path in enumerate(paths):
+        assert list(sequences[row, 0].numpy()) == path + [0] * (8 - len(path))
+    assert np.all(np.diff(scores.numpy(), axis=1) <= 1e-6)  # best first
+
+
+def test_finished_hypotheses_are_never_extended_and_zero_padded():
+    table = _script(2, 6, 6, [[4, END], [5, 5, END]])
+    sequences, _ = _search(table, 4, 0.6, 6)
+    for row in sequences.numpy().reshape(-1, 6):
+        ends = np.where(row == END)[0]
+        if len(ends):
+            assert np.all(row[ends[0] + 1 :] == 0)
+
+
+def test_length_penalty_prefers_longer_when_alpha_is_large():
+    # Two finished options: short [END] with log p = log 0.55 and long [4, END]
+    # with log p = log 0.45 + log 1. Alpha decides.
+    vocab, length = 5, 3
+    table = np.full((1, length, vocab, vocab), -30.0)
+    table[0, 0, START, END] = np.log(0.55)
+    table[0, 0, START, 4] = np.log(0.45)
+    table[0, 1, 4, END] = 0.0
+    short = [END, 0, 0]
+    long = [4, END, 0]
+    seq, _ = _search(table, 2, 0.0, length)
+    assert list(seq[0, 0].numpy()) == short
+    seq, _ = _search(table, 2, 3.0, length)
+    assert list(seq[0, 0].numpy()) == long
+
+
+def test_rows_that_never_end_return_alive_hypotheses():
+    vocab, length = 5, 4
+    table = np.zeros((2, length, vocab, vocab))
+    table[:, :, :, END] = -50.0
+    table[:, :, :, 0] = -50.0  # padding is never generated
+    sequences, scores = _search(table, 2, 0.6, length)
+    assert np.all(sequences.numpy() != 0) and np.all(np.isfinite(scores.numpy()))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_one_beam_equals_greedy(seed):
+    rng = np.random.default_rng(seed)
+    table = rng.normal(size=(4, 6, 7, 7)) * 3.0
+    args = (markov_step_fn(table), tf.fill([4], START), {"row": tf.range(4)})
+    beam = beam_search(*args, beam_size=1, max_length=6, end_id=END, alpha=0.0)
+    greedy = greedy_search(*args, max_length=6, end_id=END, alpha=0.0)
+    np.testing.assert_array_equal(beam[0], greedy[0])
+    np.testing.assert_allclose(beam[1], greedy[1], atol=1e-5)
+
+
+def test_batch_rows_are_independent():
+    rng = np.random.default_rng(3)
+    table = rng.normal(size=(3, 5, 6, 6)) * 2.0
+    together, together_scores = _search(table, 3, 0.6, 5)
+    for row in range(3):
+        alone, alone_scores = _search(table[row : row + 1], 3, 0.6, 5)
+        np.testing.assert_array_equal(together[row], alone[0])
+        np.testing.assert_allclose(together_scores[row], alone_scores[0], atol=1e-5)
+
+
+def test_transformer_beam_search_with_cache_equals_without():
+    model = Transformer(2, 32, 4, 64, 30, 30, dropout_rate=0.0)
+    rng = np.random.default_rng(0)
+    context = rng.integers(4, 30, (3, 6))
+    context[1, 3:] = 0
+    max_length = 7
+    state = model.init_decoding_state(context, max_length)
+
+    def uncached_step(ids, index, state):
+        history = tf.concat([state["history"], ids[:, None]], axis=1)
+        logits = model((state["context"], history))[:, -1]
+        return logits, {"history": history, "context": state["context"]}
+
+    cached = beam_search(model.decode_step, tf.fill([3], 2), state, beam_size=3,
+                         max_length=max_length, end_id=3)
+    uncached = beam_search(uncached_step, tf.fill([3], 2),
+                           {"history": tf.zeros([3, 0], tf.int32), "context": tf.constant(context)},
+                           beam_size=3, max_length=max_length, end_id=3)
+    np.testing.assert_array_equal(cached[0], uncached[0])
+    np.testing.assert_allclose(cached[1], uncached[1], atol=1e-4)
+
+
+def test_whole_search_is_one_graph():
+    table = np.random.default_rng(0).normal(size=(2, 5, 6, 6))
+    fn = tf.function(lambda: _search(table, 2, 0.6, 5))
+    graph = fn.get_concrete_function().graph
+    ops = {op.type for op in graph.get_operations()}
+    assert "While" in ops or "StatelessWhile" in ops
+
+
+@pytest.mark.parametrize("kwargs,match", [(dict(beam_size=0), "beam_size"), (dict(max_length=0), "max_length"),
+                                          (dict(end_id=-1), "end_id"), (dict(alpha=-1.0), "alpha")])
+def test_invalid_arguments(kwargs, match):
+    args = dict(beam_size=2, max_length=3, end_id=END, alpha=0.6)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        beam_search(markov_step_fn(np.zeros((1, 3, 5, 5))), tf.constant([START]), {"row": tf.range(1)}, **args)
