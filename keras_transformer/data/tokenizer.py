@@ -78,7 +78,7 @@ class SubwordTokenizer(tf.Module):
             )
         if byte_fallback is None:
             byte_fallback = vocab_size >= 2048
-        sentences = [s for s in sentences if s.strip()]
+        sentences = [s for s in sentences if s.strip()][:max_sentences]
         if not sentences:
             raise ValueError("Cannot train a tokenizer on no text.")
         model = io.BytesIO()
@@ -92,12 +92,14 @@ class SubwordTokenizer(tf.Module):
             byte_fallback=byte_fallback,
             hard_vocab_limit=False,
             input_sentence_size=max_sentences,
-            shuffle_input_sentence=True,
+            # One thread and no shuffling: the same text always gives the same
+            # vocabulary, which every worker of a multi-worker run relies on.
+            shuffle_input_sentence=False,
             pad_id=PAD_ID,
             unk_id=UNK_ID,
             bos_id=START_ID,
             eos_id=END_ID,
-            num_threads=os.cpu_count() or 1,
+            num_threads=1,
             minloglevel=2,
         )
         return cls(model.getvalue())

@@ -18,6 +18,9 @@ def _tile_beams(tensor, beam_size):
     return tf.repeat(tensor, beam_size, axis=0)
 
 
+# The loop is an explicit tf.while_loop: AutoGraph has nothing to convert,
+# and converting the caller's step function has picked the wrong method.
+@tf.autograph.experimental.do_not_convert
 def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, end_id, alpha=0.6):
     """Finds the most likely sequences under a length-normalized score.
 

@@ -5,6 +5,9 @@ import tensorflow as tf
 from keras_transformer.decoding import _common
 
 
+# The loop is an explicit tf.while_loop: AutoGraph has nothing to convert,
+# and converting the caller's step function has picked the wrong method.
+@tf.autograph.experimental.do_not_convert
 def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, alpha=0.6, beam_size=1):
     """Picks the most likely token at every step until each row ends.
 

@@ -60,6 +60,7 @@ class Translator(tf.Module):
         ids = tf.concat([ids, end], axis=1)
         return ids.to_tensor(default_value=0)  # [batch, source_length]
 
+    @tf.autograph.experimental.do_not_convert
     def _search(self, context, beam_size):
         batch = tf.shape(context)[0]
         state = self.model.init_decoding_state(context, self.max_output_length)

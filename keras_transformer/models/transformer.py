@@ -1,6 +1,7 @@
 """The encoder-decoder Transformer of "Attention Is All You Need"."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers import Decoder, Encoder, PositionalEmbedding
@@ -273,6 +274,41 @@ class Transformer(keras.Model):
             cache_index=index,
         )
         return logits[:, 0, :], {**state, "cache": cache}
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Keras learns shapes here by MEAN-reducing the first distributed
+        # batch across replicas, which fails when token-budget batches split
+        # into shards of different sizes (e.g. 11 rows over 2 replicas) or
+        # differ between workers. The first replica's shard has the shapes.
+        strategy = getattr(self, "_distribute_strategy", None)
+        if iterator is not None and data_batch is None and strategy is not None:
+            for _, _, batches in iterator:
+                batch = next(batches)
+                break
+            else:
+                batch = None
+
+            def local(value):
+                if isinstance(value, tf.distribute.DistributedValues):
+                    return strategy.experimental_local_results(value)[0]
+                return value
+
+            data_batch = None if batch is None else tf.nest.map_structure(local, batch)
+            iterator = None
+        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
+    def _multi_worker_logs(self, logs):
+        # Keras reduces logs across workers with MEAN over axis 0, which
+        # scalars lack; a leading axis of 1 reduces to the same scalar.
+        if isinstance(self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return {k: ops.reshape(v, [1]) for k, v in logs.items()}
+        return logs
+
+    def train_step(self, data):
+        return self._multi_worker_logs(super().train_step(data))
+
+    def test_step(self, data):
+        return self._multi_worker_logs(super().test_step(data))
 
     def get_config(self):
         config = {

@@ -1,0 +1,111 @@
+import csv
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from tests.training.conftest import TINY, cli
+
+
+def _history_epochs(run):
+    with open(os.path.join(run, "history.csv")) as f:
+        return [int(row["epoch"]) for row in csv.DictReader(f)]
+
+
+def test_train_evaluate_and_plot(parallel_files, tmp_path):
+    run = str(tmp_path / "run")
+    dataset = f"parallel:{parallel_files['train.en']},{parallel_files['train.de']}"
+    valid = f"parallel:{parallel_files['test.en']},{parallel_files['test.de']}"
+    proc = cli("train", "--dataset", dataset, "--valid", valid, "--output-dir", run,
+               "--epochs", "2", "--steps-per-epoch", "15", *TINY)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    assert "Length filter:" in out and "Training pairs: 1000" in out
+    for name in ("config.json", "model_config.json", "tokenizers/source.model", "tokenizers/target.model",
+                 "tokenizers/target.vocab", "best.weights.h5", "final.weights.h5", "history.csv", "data_stats.json"):
+        assert os.path.exists(os.path.join(run, name)), name
+    assert os.listdir(os.path.join(run, "logs"))  # TensorBoard
+    assert _history_epochs(run) == [0, 1]
+
+    report = str(tmp_path / "scores.json")
+    proc = cli("evaluate", "--run", run, "--source", parallel_files["test.en"],
+               "--reference", parallel_files["test.de"], "--beam-size", "2", "--json", report,
+               "--output", str(tmp_path / "hyp.txt"))
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    assert "BLEU = " in out and "chrF = " in out and "nrefs:1|case:mixed" in out
+    scores = json.load(open(report))
+    assert 0.0 <= scores["bleu"] <= 100.0 and scores["sentences"] == 40
+    assert len(open(tmp_path / "hyp.txt", encoding="utf-8").read().splitlines()) == 40
+
+    proc = cli("plot", "--run", run)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-3000:]
+    for name in ("curves.png", "learning_rate.png"):
+        with open(os.path.join(run, name), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_config_file_with_flag_override(parallel_files, tmp_path):
+    import yaml
+
+    run = str(tmp_path / "run")
+    config = tmp_path / "train.yaml"
+    config.write_text(yaml.safe_dump({
+        "dataset": f"parallel:{parallel_files['train.en']},{parallel_files['train.de']}",
+        "output_dir": run, "epochs": 5, "steps_per_epoch": 3, "vocab_size": 120,
+        "preset": "tiny", "model_overrides": {"num_layers": 1, "d_model": 32, "num_heads": 2, "dff": 64},
+        "batch_tokens": 512, "max_length": 64, "verbose": 2,
+    }))
+    proc = cli("train", "--config", str(config), "--epochs", "1")
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    saved = json.load(open(os.path.join(run, "config.json")))
+    assert saved["epochs"] == 1 and saved["steps_per_epoch"] == 3
+
+
+def test_bad_input_gives_a_clear_error(parallel_files, tmp_path):
+    proc = cli("train", "--dataset", f"parallel:{parallel_files['train.en']},{parallel_files['test.de']}",
+               "--output-dir", str(tmp_path / "run"))
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 2
+    assert "has 1000" in out and "has 40" in out and "Traceback" not in out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("epochs: 2\nlearning_rate: 3\n")
+    proc = cli("train", "--config", str(bad))
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and "learning_rate" in out
+
+
+def test_killed_training_resumes_from_its_last_checkpoint(parallel_files, tmp_path):
+    run = str(tmp_path / "run")
+    args = ["train", "--dataset", f"parallel:{parallel_files['train.en']},{parallel_files['train.de']}",
+            "--output-dir", run, "--epochs", "4", "--steps-per-epoch", "12", "--checkpoint-every", "4", *TINY]
+    metadata = os.path.join(run, "backup", "training_metadata.json")
+    proc = cli(*args, start_new_session=True)
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        if os.path.exists(metadata):
+            try:
+                state = json.load(open(metadata))
+            except ValueError:
+                state = {}
+            if state.get("epoch", 0) >= 2 and state.get("batch", 0) > 0:
+                break  # mid-way through the third epoch
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not os.path.exists(os.path.join(run, "final.weights.h5"))
+    killed_at = json.load(open(metadata))["epoch"]
+
+    proc = cli(*args)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    assert "Resuming from the last checkpoint" in out
+    assert f"Epoch {killed_at + 1}/4" in out and "Epoch 1/4" not in out
+    assert "Reusing the tokenizers" in out
+    assert sorted(set(_history_epochs(run))) == [0, 1, 2, 3]
+    assert os.path.exists(os.path.join(run, "final.weights.h5"))
