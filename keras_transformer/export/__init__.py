@@ -1,0 +1,18 @@
+"""Export: the servable SavedModel, its signatures and servability checks."""
+
+from keras_transformer.export.servability import NotServableError, check_servable
+from keras_transformer.export.servable import SIGNATURES, export_run, export_translator, export_version, versions
+from keras_transformer.export.session_model import SessionModel, SignatureError, SignatureNotFound
+
+__all__ = [
+    "NotServableError",
+    "SIGNATURES",
+    "SessionModel",
+    "SignatureError",
+    "SignatureNotFound",
+    "check_servable",
+    "export_run",
+    "export_translator",
+    "export_version",
+    "versions",
+]

@@ -1,0 +1,73 @@
+"""Checks that a SavedModel runs in TensorFlow Serving as it is."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tensorflow.core.protobuf import saved_model_pb2
+
+_LIST_UNKNOWN_OPS = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # TF Serving links tensorflow-text's op library
+from tensorflow.python.framework import op_def_registry
+ops = json.loads(sys.stdin.read())
+print(json.dumps(sorted(op for op in ops if op_def_registry.get(op) is None)))
+"""
+
+
+class NotServableError(ValueError):
+    """The SavedModel uses something TF Serving does not have."""
+
+
+def graph_ops(export_dir):
+    """All op types in the SavedModel's graph and function library, and
+    the functions marked for XLA compilation."""
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    ops, xla_functions = set(), []
+    for meta_graph in proto.meta_graphs:
+        ops |= {node.op for node in meta_graph.graph_def.node}
+        for function in meta_graph.graph_def.library.function:
+            ops |= {node.op for node in function.node_def}
+            attrs = function.attr
+            if attrs.get("_XlaMustCompile") and attrs["_XlaMustCompile"].b:
+                xla_functions.append(function.signature.name)
+            for node in function.node_def:
+                if node.attr.get("_XlaMustCompile") and node.attr["_XlaMustCompile"].b:
+                    xla_functions.append(f"{function.signature.name}/{node.name}")
+    return ops, xla_functions
+
+
+def check_servable(export_dir):
+    """Raises `NotServableError` naming any op TF Serving would not have.
+
+    TF Serving has TensorFlow's core ops plus the TensorFlow Text ops; the
+    check lists the graph's ops and looks each up in a fresh process that
+    loads only `tensorflow` and `tensorflow_text`. It also refuses functions
+    compiled with XLA, which TF Serving disables by default.
+
+    Returns:
+        The sorted list of op types in the graph.
+    """
+    ops, xla_functions = graph_ops(export_dir)
+    if xla_functions:
+        raise NotServableError(
+            f"{export_dir} has functions compiled with XLA (jit_compile), which TF "
+            f"Serving runs without XLA: {sorted(xla_functions)[:10]}"
+        )
+    result = subprocess.run(
+        [sys.executable, "-c", _LIST_UNKNOWN_OPS], input=json.dumps(sorted(ops)),
+        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"Could not check the ops of {export_dir}: {result.stderr[-2000:]}")
+    unknown = json.loads(result.stdout.strip().splitlines()[-1])
+    if unknown:
+        raise NotServableError(
+            f"{export_dir} uses ops that TF Serving (TensorFlow core + TensorFlow Text) "
+            f"does not have: {unknown}"
+        )
+    return sorted(ops)

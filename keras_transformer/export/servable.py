@@ -1,0 +1,128 @@
+"""The servable SavedModel: raw strings in, beam-searched translations out."""
+
+import os
+import re
+import shutil
+import uuid
+
+import keras
+import tensorflow as tf
+
+from keras_transformer.decoding.translator import Translator
+from keras_transformer.export.servability import check_servable
+
+SIGNATURES = ("serving_default", "translate_nbest", "translate_greedy")
+
+
+def export_translator(
+    model,
+    source_tokenizer,
+    target_tokenizer,
+    export_dir,
+    *,
+    beam_size=4,
+    alpha=0.6,
+    max_length=128,
+    max_input_length=None,
+    check=True,
+):
+    """Writes a SavedModel that TF Serving runs, with the tokenizers inside.
+
+    Signatures (method `tensorflow/serving/predict`, input `text`: string
+    `[batch]`):
+
+    - `serving_default`: `translation` string `[batch]`, `score` float32
+      `[batch]` (length-normalized log-probability of the best beam).
+    - `translate_nbest`: `translations` string `[batch, beam]`, `scores`
+      float32 `[batch, beam]`, best first.
+    - `translate_greedy`: `translation`, `score` from greedy search.
+
+    Inputs longer than `max_input_length` tokens are truncated; an empty
+    string translates to an empty string; invalid UTF-8 bytes are replaced
+    by U+FFFD before tokenization. Built with `keras.export.ExportArchive`;
+    no function is compiled with XLA.
+
+    Args:
+        model: a trained `Transformer`.
+        source_tokenizer, target_tokenizer: the run's `SubwordTokenizer`s.
+        export_dir: where to write (must not exist).
+        beam_size: beams of `serving_default` and `translate_nbest`.
+        alpha: length-penalty exponent.
+        max_length: longest translation, in tokens.
+        max_input_length: longest input, in tokens (default: the model's).
+        check: run `check_servable` on the result.
+
+    Returns:
+        `export_dir`.
+    """
+    if os.path.exists(export_dir):
+        raise FileExistsError(f"{export_dir} exists; a version is never overwritten")
+    translator = Translator(model, source_tokenizer, target_tokenizer, beam_size=beam_size, alpha=alpha,
+                            max_input_length=max_input_length, max_output_length=max_length)
+
+    def clean(text):
+        # Serving must not fail on bad bytes: replace them, as documented.
+        return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
+
+    def serving_default(text):
+        result = translator.translate(clean(text))
+        return {"translation": result["translation"], "score": result["score"]}
+
+    def translate_nbest(text):
+        result = translator.translate_nbest(clean(text))
+        return {"translations": result["translations"], "scores": result["scores"]}
+
+    def translate_greedy(text):
+        result = translator.translate_greedy(clean(text))
+        return {"translation": result["translation"], "score": result["score"]}
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.track(source_tokenizer)
+    archive.track(target_tokenizer)
+    spec = [tf.TensorSpec([None], tf.string, name="text")]
+    for name, fn in zip(SIGNATURES, (serving_default, translate_nbest, translate_greedy)):
+        archive.add_endpoint(name, fn, input_signature=spec)
+    archive.write_out(export_dir, verbose=False)
+    if check:
+        check_servable(export_dir)
+    return export_dir
+
+
+def versions(export_base):
+    """The integer version directories under `export_base`, ascending."""
+    if not os.path.isdir(export_base):
+        return []
+    return sorted(int(d) for d in os.listdir(export_base) if re.fullmatch(r"\d+", d))
+
+
+def export_version(model, source_tokenizer, target_tokenizer, export_base, version=None, **kwargs):
+    """Exports to `export_base/<version>/`, by default the next free version.
+
+    The SavedModel is written beside the base and renamed into place, so a
+    server watching `export_base` never sees a half-written version.
+    """
+    os.makedirs(export_base, exist_ok=True)
+    if version is None:
+        existing = versions(export_base)
+        version = existing[-1] + 1 if existing else 1
+    if not isinstance(version, int) or version <= 0:
+        raise ValueError(f"`version` must be a positive int. Received: version={version!r}")
+    final = os.path.join(export_base, str(version))
+    if os.path.exists(final):
+        raise FileExistsError(f"Version {version} already exists at {final}; versions are never overwritten")
+    staging = os.path.join(export_base, f".staging-{version}-{uuid.uuid4().hex[:8]}")
+    try:
+        export_translator(model, source_tokenizer, target_tokenizer, staging, **kwargs)
+        os.rename(staging, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
+def export_run(run_path, export_base, version=None, **kwargs):
+    """Exports the best weights of a training run; see `export_version`."""
+    from keras_transformer.training.run_directory import load_run
+
+    model, source_tokenizer, target_tokenizer, _ = load_run(run_path)
+    return export_version(model, source_tokenizer, target_tokenizer, export_base, version, **kwargs)

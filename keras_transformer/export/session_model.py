@@ -1,0 +1,103 @@
+"""A SavedModel loaded the way TensorFlow Serving loads it.
+
+TF Serving does not call `tf.saved_model.load`: its C++ loader builds the
+MetaGraph tagged `serve` in a session, restores variables with the saver's
+restore op, runs the init op, and then runs signatures by tensor name.
+`SessionModel` does exactly that through `tf.compat.v1.saved_model.loader`,
+so a model that works here is a model TF Serving can run.
+"""
+
+import threading
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer ops, as TF Serving links them)
+
+SERVE_TAG = "serve"
+PREDICT_METHOD = "tensorflow/serving/predict"
+
+
+class SignatureError(ValueError):
+    """A request does not fit a signature (TF Serving: INVALID_ARGUMENT)."""
+
+
+class SignatureNotFound(KeyError):
+    """No such signature (TF Serving: NOT_FOUND)."""
+
+
+class SessionModel:
+    """One SavedModel version, loaded in its own graph and session.
+
+    Args:
+        export_dir: a SavedModel directory (e.g. `exports/translator/3`).
+
+    Example:
+
+    >>> model = SessionModel("exports/translator/1")
+    >>> model.run("serving_default", {"text": np.array([b"The dog sleeps."])})
+    {'translation': array([b'Der Hund schl\\xc3\\xa4ft.'], dtype=object), ...}
+    """
+
+    def __init__(self, export_dir):
+        self.export_dir = export_dir
+        self.graph = tf.Graph()
+        self.session = tf.compat.v1.Session(graph=self.graph)
+        with self.graph.as_default():
+            self.meta_graph = tf.compat.v1.saved_model.loader.load(self.session, [SERVE_TAG], export_dir)
+        # `__saved_model_init_op` is bookkeeping, not a servable signature.
+        self.signatures = {
+            k: v for k, v in self.meta_graph.signature_def.items() if not k.startswith("__")
+        }
+        # A session is thread-safe, but one request at a time keeps latency
+        # predictable; the server batches concurrent requests instead.
+        self._lock = threading.Lock()
+
+    def signature(self, name):
+        if name not in self.signatures:
+            raise SignatureNotFound(
+                f"Signature {name!r} not found; available: {sorted(self.signatures)}"
+            )
+        return self.signatures[name]
+
+    def check_inputs(self, name, inputs):
+        """Validates `inputs` (dict of numpy arrays) against signature `name`."""
+        signature = self.signature(name)
+        expected = set(signature.inputs)
+        missing = sorted(expected - set(inputs))
+        unknown = sorted(set(inputs) - expected)
+        if missing or unknown:
+            raise SignatureError(
+                f"Signature {name!r} takes inputs {sorted(expected)}; missing {missing}, unknown {unknown}"
+            )
+        for key, value in inputs.items():
+            info = signature.inputs[key]
+            want = tf.dtypes.as_dtype(info.dtype)
+            got = value.dtype
+            ok = (want == tf.string and (got.kind in "SOU")) or (want != tf.string and got == want.as_numpy_dtype)
+            if not ok:
+                raise SignatureError(f"Input {key!r} must be {want.name}; received {got}")
+            if not info.tensor_shape.unknown_rank:
+                rank = len(info.tensor_shape.dim)
+                if value.ndim != rank:
+                    raise SignatureError(f"Input {key!r} must have rank {rank}; received shape {list(value.shape)}")
+
+    def run(self, name, inputs):
+        """Runs signature `name` on `inputs` (dict of numpy arrays)."""
+        self.check_inputs(name, inputs)
+        signature = self.signature(name)
+        feeds = {signature.inputs[k].name: v for k, v in inputs.items()}
+        fetches = {k: v.name for k, v in signature.outputs.items()}
+        with self._lock:
+            return self.session.run(fetches, feeds)
+
+    def close(self):
+        self.session.close()
+
+
+def run_signature(export_dir, name, sentences):
+    """Loads `export_dir` and runs signature `name` on a list of str."""
+    model = SessionModel(export_dir)
+    try:
+        return model.run(name, {"text": np.array([s.encode("utf-8") for s in sentences], dtype=object)})
+    finally:
+        model.close()
