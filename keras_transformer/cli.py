@@ -81,7 +81,7 @@ def _export(args):
 
 
 def _translate(args):
-    from keras_transformer.export.client_local import translate_with_savedmodel
+    from keras_transformer.export.local import translate_with_savedmodel
 
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
     results = translate_with_savedmodel(args.model, sentences, signature=args.signature,

@@ -1,0 +1,1 @@
+"""Serving: TF Serving configs, gRPC and REST clients, and a local server."""

@@ -1,0 +1,98 @@
+"""A TF Serving gRPC client for exported translators.
+
+Works against `tensorflow_model_server` and `keras-transformer serve`
+alike, through `tensorflow-serving-api`.
+
+Example:
+
+>>> with GrpcTranslationClient("localhost:8500", "translator") as client:
+...     client.translate(["The dog sleeps."])["translation"]
+['Der Hund schläft.']
+"""
+
+import grpc
+import numpy as np
+import tensorflow as tf
+from tensorflow_serving.apis import get_model_metadata_pb2
+from tensorflow_serving.apis import get_model_status_pb2
+from tensorflow_serving.apis import model_service_pb2_grpc
+from tensorflow_serving.apis import predict_pb2
+from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+
+def _decode(array):
+    if array.dtype == object:
+        return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array).tolist() if array.size else array.tolist()
+    return array.tolist()
+
+
+class GrpcTranslationClient:
+    """`PredictionService.Predict`/`GetModelMetadata` and `ModelService.GetModelStatus`.
+
+    Args:
+        server: `host:port` of the gRPC endpoint.
+        model: the model name.
+        timeout: seconds per call.
+    """
+
+    def __init__(self, server, model, timeout=30.0):
+        self.server = server
+        self.model = model
+        self.timeout = timeout
+        self.channel = grpc.insecure_channel(server, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+        self.prediction = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
+        self.models = model_service_pb2_grpc.ModelServiceStub(self.channel)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self.channel.close()
+
+    def _spec(self, spec, version=None, signature=None):
+        spec.name = self.model
+        if version is not None:
+            spec.version.value = version
+        if signature:
+            spec.signature_name = signature
+
+    def predict(self, inputs, signature="serving_default", version=None):
+        """Raw Predict: `inputs` maps names to numpy arrays; returns
+        `(outputs dict of numpy arrays, served version)`."""
+        request = predict_pb2.PredictRequest()
+        self._spec(request.model_spec, version, signature)
+        for key, value in inputs.items():
+            request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
+        response = self.prediction.Predict(request, timeout=self.timeout)
+        outputs = {k: tf.make_ndarray(v) for k, v in response.outputs.items()}
+        return outputs, response.model_spec.version.value
+
+    def translate(self, sentences, signature="serving_default", version=None):
+        """Translates a list of str; returns the signature's outputs decoded
+        to Python lists (strings as str), plus `version`."""
+        text = np.array([s.encode("utf-8") for s in sentences], dtype=object)
+        outputs, served = self.predict({"text": text}, signature, version)
+        result = {k: _decode(v) for k, v in outputs.items()}
+        result["version"] = served
+        return result
+
+    def metadata(self, version=None):
+        """The served signatures, as a `SignatureDefMap`."""
+        request = get_model_metadata_pb2.GetModelMetadataRequest()
+        self._spec(request.model_spec, version)
+        request.metadata_field.append("signature_def")
+        response = self.prediction.GetModelMetadata(request, timeout=self.timeout)
+        signatures = get_model_metadata_pb2.SignatureDefMap()
+        response.metadata["signature_def"].Unpack(signatures)
+        return signatures
+
+    def status(self, version=None):
+        """`[(version, state name)]` of the model's versions."""
+        request = get_model_status_pb2.GetModelStatusRequest()
+        self._spec(request.model_spec, version)
+        response = self.models.GetModelStatus(request, timeout=self.timeout)
+        states = get_model_status_pb2.ModelVersionStatus.State
+        return [(s.version, states.Name(s.state)) for s in response.model_version_status]

@@ -1,0 +1,48 @@
+"""A client for TF Serving's REST API (port 8501 of `tensorflow/serving`).
+
+Example:
+
+>>> client = RestTranslationClient("http://localhost:8501", "translator")
+>>> client.translate(["The dog sleeps."])["translation"]
+"""
+
+import json
+import urllib.error
+import urllib.request
+
+
+class RestTranslationClient:
+    """`POST /v1/models/NAME[/versions/N]:predict` in the columnar format."""
+
+    def __init__(self, base_url, model, timeout=30.0):
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout = timeout
+
+    def _url(self, version, verb=""):
+        path = f"{self.base_url}/v1/models/{self.model}"
+        if version is not None:
+            path += f"/versions/{version}"
+        return path + verb
+
+    def _call(self, url, body=None):
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read().decode("utf-8"))
+        except urllib.error.HTTPError as error:
+            detail = error.read().decode("utf-8", "replace")
+            raise RuntimeError(f"TF Serving REST error {error.code}: {detail}") from None
+
+    def translate(self, sentences, signature="serving_default", version=None):
+        """Returns the signature's outputs (`translation`, `score`, ...)."""
+        body = {"signature_name": signature, "inputs": {"text": list(sentences)}}
+        outputs = self._call(self._url(version, ":predict"), body)["outputs"]
+        return outputs if isinstance(outputs, dict) else {"output": outputs}
+
+    def status(self, version=None):
+        return self._call(self._url(version))
+
+    def metadata(self, version=None):
+        return self._call(self._url(version, "/metadata"))
