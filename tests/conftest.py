@@ -22,3 +22,27 @@ def _policy():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory):
+    """A tiny model trained briefly on the synthetic data, via the CLI.
+
+    Good enough to translate (not well): the tests compare routes, not
+    quality.
+    """
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("trained")
+    run = str(root / "run")
+    args = [sys.executable, "-m", "keras_transformer.cli", "train", "--dataset", "synthetic",
+            "--data-dir", str(root / "tfds"), "--output-dir", run, "--preset", "tiny",
+            "--model-overrides", '{"num_layers": 1, "d_model": 64, "num_heads": 4, "dff": 128, "dropout_rate": 0.0}',
+            "--vocab-size", "300", "--tokenizer-sample", "5000", "--batch-tokens", "2048",
+            "--max-length", "64", "--epochs", "2", "--steps-per-epoch", "40", "--warmup-steps", "40",
+            "--lr-scale", "2.0", "--verbose", "2"]
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return {"run": run, "tfds": str(root / "tfds")}

@@ -53,6 +53,11 @@ def check_servable(export_dir):
         The sorted list of op types in the graph.
     """
     ops, xla_functions = graph_ops(export_dir)
+    xla_ops = sorted(op for op in ops if op.startswith("Xla") or op.startswith("_Xla"))
+    if xla_ops:
+        raise NotServableError(
+            f"{export_dir} uses XLA-only ops, which TF Serving runs without XLA: {xla_ops}"
+        )
     if xla_functions:
         raise NotServableError(
             f"{export_dir} has functions compiled with XLA (jit_compile), which TF "

@@ -11,6 +11,23 @@ from keras_transformer.layers import masking
 _LARGE_NEGATIVE = -1e9
 
 
+def _write_cache(cache, index, new):
+    """Writes `new [batch, 2, step, ...]` into `cache` at positions `index...`.
+
+    A positional select rather than `ops.slice_update`: on TensorFlow the
+    latter lowers to `XlaDynamicUpdateSlice`, which needs XLA, and exported
+    models must run in TensorFlow Serving without it.
+    """
+    max_length = ops.shape(cache)[2]
+    step = ops.shape(new)[2]
+    positions = ops.arange(max_length, dtype="int32")  # [max_length]
+    index = ops.cast(index, "int32")
+    in_window = ops.logical_and(positions >= index, positions < index + step)
+    source = ops.clip(positions - index, 0, step - 1)
+    placed = ops.take(new, source, axis=2)  # [batch, 2, max_length, heads, dim]
+    return ops.where(in_window[None, None, :, None, None], placed, cache)
+
+
 def _check_positive_int(name, value):
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ValueError(
@@ -230,8 +247,7 @@ class MultiHeadAttention(keras.layers.Layer):
             self._check_cacheable()
             new = ops.stack([self._key_dense(key), self._value_dense(value)], axis=1)
             new = ops.cast(new, cache.dtype)  # [batch, 2, step, heads, key_dim]
-            start = [0, 0, cache_index, 0, 0]
-            cache = ops.slice_update(cache, start, new)
+            cache = _write_cache(cache, cache_index, new)
             k, v = cache[:, 0], cache[:, 1]  # [batch, max_length, heads, key_dim]
             # Positions past the ones written hold zeros: decoding with a cache
             # is causal by nature, whatever `use_causal_mask` says.
