@@ -1,0 +1,158 @@
+import os
+import shutil
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.decoding import Translator
+from keras_transformer.export import export_version
+from keras_transformer.training import load_run
+from serving.client import GrpcTranslationClient
+from serving.server import start_server
+
+MAX_LENGTH = 20
+
+
+@pytest.fixture(scope="module")
+def served(trained_run, tmp_path_factory):
+    model, src, tgt, _ = load_run(trained_run["run"])
+    base = str(tmp_path_factory.mktemp("exports") / "translator")
+    export_version(model, src, tgt, base, max_length=MAX_LENGTH, beam_size=2)
+    server, port, manager = start_server(base, "translator", port=0, poll_seconds=0.3)
+    translator = Translator(model, src, tgt, beam_size=2, max_output_length=MAX_LENGTH)
+    yield {"base": base, "address": f"127.0.0.1:{port}", "translator": translator, "manager": manager,
+           "model": (model, src, tgt)}
+    server.stop(0)
+    manager.stop()
+
+
+@pytest.fixture
+def client(served):
+    with GrpcTranslationClient(served["address"], "translator", timeout=120) as c:
+        yield c
+
+
+def _text(*sentences):
+    return {"text": np.array([s if isinstance(s, bytes) else s.encode() for s in sentences], dtype=object)}
+
+
+def test_translations_match_in_process(served, client):
+    sentences = ["The dog sleeps.", "A small cat sees the old man.", ""]
+    result = client.translate(sentences)
+    expected = served["translator"].translate(tf.constant(sentences))
+    assert result["translation"] == [t.decode() for t in expected["translation"].numpy()]
+    np.testing.assert_allclose(result["score"], expected["score"].numpy(), atol=1e-4)
+    assert result["translation"][2] == "" and result["version"] == 1
+    nbest = client.translate(sentences[:1], signature="translate_nbest")
+    assert np.array(nbest["translations"]).shape == (1, 2)
+    greedy = client.translate(sentences[:1], signature="translate_greedy", version=1)
+    assert greedy["translation"] == [t.decode() for t in served["translator"].translate_greedy(
+        tf.constant(sentences[:1]))["translation"].numpy()]
+
+
+def test_metadata_and_status(client):
+    signatures = client.metadata().signature_def
+    assert set(signatures) == {"serving_default", "translate_nbest", "translate_greedy"}
+    assert signatures["serving_default"].method_name == "tensorflow/serving/predict"
+    assert set(signatures["serving_default"].outputs) == {"translation", "score"}
+    assert client.status() == [(1, "AVAILABLE")]
+
+
+@pytest.mark.parametrize(
+    "inputs,kwargs,code,message",
+    [
+        ({"txt": np.array([b"x"], dtype=object)}, {}, grpc.StatusCode.INVALID_ARGUMENT, "missing \\['text'\\]"),
+        ({}, {}, grpc.StatusCode.INVALID_ARGUMENT, "missing"),
+        ({"text": np.array([1, 2], dtype=np.int32)}, {}, grpc.StatusCode.INVALID_ARGUMENT, "must be string"),
+        ({"text": np.array([[b"x"]], dtype=object)}, {}, grpc.StatusCode.INVALID_ARGUMENT, "rank 1"),
+        (_text("x"), {"signature": "nope"}, grpc.StatusCode.NOT_FOUND, "nope"),
+        (_text("x"), {"version": 42}, grpc.StatusCode.NOT_FOUND, "Version 42"),
+    ],
+)
+def test_bad_requests_get_a_status_and_the_server_keeps_serving(client, inputs, kwargs, code, message):
+    with pytest.raises(grpc.RpcError) as error:
+        client.predict(inputs, **kwargs)
+    assert error.value.code() == code
+    assert pytest.importorskip("re").search(message, error.value.details())
+    assert client.translate(["The dog sleeps."])["translation"][0]
+
+
+def test_unknown_model_is_not_found(served):
+    with GrpcTranslationClient(served["address"], "no_such_model") as other:
+        for call in (lambda: other.translate(["x"]), other.status, other.metadata):
+            with pytest.raises(grpc.RpcError) as error:
+                call()
+            assert error.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_long_and_invalid_utf8_inputs_are_served(client):
+    long_input = " ".join(["The old dog sees the red ball."] * 200)
+    out, _ = client.predict(_text(long_input, b"\xff\xfe caf\xc3 broken", "fine."))
+    assert out["translation"].shape == (3,)
+    assert all(isinstance(t, bytes) for t in out["translation"])
+
+
+def test_concurrent_requests_are_batched_and_correct(served, client):
+    sentences = [f"The {n} sleeps." for n in ("dog", "cat", "man", "woman", "child", "bird", "girl", "boy")]
+    expected = {s: client.translate([s])["translation"][0] for s in sentences}
+    results, errors = {}, []
+
+    def worker(sentence):
+        try:
+            with GrpcTranslationClient(served["address"], "translator", timeout=120) as c:
+                for _ in range(3):
+                    results.setdefault(sentence, []).append(c.translate([sentence])["translation"][0])
+        except Exception as error:  # collected and asserted below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in sentences]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for sentence in sentences:
+        assert results[sentence] == [expected[sentence]] * 3
+
+
+def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
+    model, src, tgt = served["model"]
+    base = served["base"]
+    stop, failures, seen = threading.Event(), [], set()
+
+    def hammer():
+        with GrpcTranslationClient(served["address"], "translator", timeout=120) as c:
+            while not stop.is_set():
+                try:
+                    seen.add(c.translate(["The dog sleeps."])["version"])
+                except Exception as error:
+                    failures.append(error)
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    try:
+        export_version(model, src, tgt, base, version=2, max_length=MAX_LENGTH, beam_size=2, check=False)
+        deadline = time.time() + 120
+        while client.status() != [(2, "AVAILABLE")] and time.time() < deadline:
+            time.sleep(0.2)
+        assert client.status() == [(2, "AVAILABLE")]
+        assert client.translate(["The dog sleeps."])["version"] == 2
+
+        broken = os.path.join(base, "3")
+        os.makedirs(broken)
+        with open(os.path.join(broken, "saved_model.pb"), "wb") as f:
+            f.write(b"this is not a SavedModel")
+        time.sleep(2.0)
+        assert client.status() == [(2, "AVAILABLE")]
+        assert client.translate(["The dog sleeps."])["version"] == 2
+        assert 3 in served["manager"].failed
+    finally:
+        stop.set()
+        thread.join()
+        shutil.rmtree(os.path.join(base, "3"), ignore_errors=True)
+    assert not failures
+    assert 2 in seen
