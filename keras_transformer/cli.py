@@ -111,7 +111,8 @@ def _client(args):
 def _tune(args):
     from keras_transformer.tuning.search import run_search
 
-    run_search(vars(args))
+    options = {k: v for k, v in vars(args).items() if k not in ("command", "run_command")}
+    run_search(options)
 
 
 def build_parser():
@@ -160,6 +161,27 @@ def build_parser():
     p.add_argument("--port", type=int, default=8500)
     p.add_argument("--poll-seconds", type=float, default=2.0)
     p.set_defaults(run_command=_serve)
+
+    p = sub.add_parser("tune", help="search hyperparameters with keras-tuner")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--valid")
+    p.add_argument("--data-dir")
+    p.add_argument("--tuner", choices=["random", "hyperband", "bayesian"], default="random")
+    p.add_argument("--max-trials", type=int, default=10)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--steps-per-epoch", type=int)
+    p.add_argument("--directory", required=True)
+    p.add_argument("--objective", default="val_masked_accuracy",
+                   help="val_masked_accuracy, val_loss or val_bleu")
+    p.add_argument("--space", type=json.loads, help='JSON overrides, e.g. {"d_model": [64, 128]}')
+    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--tokenizer-sample", type=int, default=200_000)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--train-best", action="store_true")
+    p.add_argument("--best-epochs", type=int)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--verbose", type=int, default=2)
+    p.set_defaults(run_command=_tune)
 
     p = sub.add_parser("client", help="translate through a TF Serving gRPC server")
     p.add_argument("--server", default="localhost:8500")

@@ -94,13 +94,35 @@ class Translator(tf.Module):
         best = self.translate_nbest(text, beam_size)
         return {"translation": best["translations"][:, 0], "score": best["scores"][:, 0]}
 
+    def attention(self, text):
+        """Cross-attention of the best beam over the source, for plots.
+
+        Returns:
+            `{"source_tokens": [batch, s], "target_tokens": [batch, t],
+            "weights": [batch, t, s]}`: subword pieces (padding is
+            `"<pad>"`) and the last decoder block's head-averaged weights.
+        """
+        text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
+        context = self.encode_text(text)
+        sequences, _ = self._search(context, self.beam_size)
+        best = sequences[:, 0]  # [batch, length]
+        start = tf.fill([tf.shape(best)[0], 1], START_ID)
+        decoder_inputs = tf.concat([start, best[:, :-1]], axis=1)
+        weights = self.model.cross_attention(context, decoder_inputs)
+        return {
+            "source_tokens": self.source_tokenizer.id_to_piece(context),
+            "target_tokens": self.target_tokenizer.id_to_piece(best),
+            "weights": weights,
+        }
+
     def translate_greedy(self, text):
         """Greedy translation: `{"translation": [batch], "score": [batch]}`."""
         return self.translate(text, beam_size=1)
 
     def translate_batches(self, sentences, batch_size=64, beam_size=None):
         """Translates a Python list of str in batches; returns a list of str."""
-        fn = tf.function(lambda text: self.translate(text, beam_size)["translation"])
+        # The searches are explicit while loops: nothing for AutoGraph to do.
+        fn = tf.function(lambda text: self.translate(text, beam_size)["translation"], autograph=False)
         outputs = []
         # Sorting by length keeps batches homogeneous and fast.
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))

@@ -11,7 +11,7 @@ import tensorflow as tf
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.export.servability import check_servable
 
-SIGNATURES = ("serving_default", "translate_nbest", "translate_greedy")
+SIGNATURES = ("serving_default", "translate_nbest", "translate_greedy", "attention")
 
 
 def export_translator(
@@ -36,6 +36,9 @@ def export_translator(
     - `translate_nbest`: `translations` string `[batch, beam]`, `scores`
       float32 `[batch, beam]`, best first.
     - `translate_greedy`: `translation`, `score` from greedy search.
+    - `attention`: `source_tokens` `[batch, s]`, `target_tokens` `[batch,
+      t]` (subword pieces of the best beam) and `weights` `[batch, t, s]`,
+      the cross-attention behind `translate --plot-attention`.
 
     Inputs longer than `max_input_length` tokens are truncated; an empty
     string translates to an empty string; invalid UTF-8 bytes are replaced
@@ -76,12 +79,15 @@ def export_translator(
         result = translator.translate_greedy(clean(text))
         return {"translation": result["translation"], "score": result["score"]}
 
+    def attention(text):
+        return translator.attention(clean(text))
+
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.track(source_tokenizer)
     archive.track(target_tokenizer)
     spec = [tf.TensorSpec([None], tf.string, name="text")]
-    for name, fn in zip(SIGNATURES, (serving_default, translate_nbest, translate_greedy)):
+    for name, fn in zip(SIGNATURES, (serving_default, translate_nbest, translate_greedy, attention)):
         archive.add_endpoint(name, fn, input_signature=spec)
     archive.write_out(export_dir, verbose=False)
     if check:

@@ -100,6 +100,13 @@ class Decoder(keras.layers.Layer):
         caches = [block.precompute_cross_cache(encoder_outputs) for block in self.blocks]
         return ops.stack(caches, axis=1)
 
+    def cross_attention_scores(self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None):
+        """Cross-attention weights of the last block, `[batch, heads, t, s]`."""
+        x = inputs
+        for block in self.blocks[:-1]:
+            x = block(x, encoder_outputs, inputs_mask=inputs_mask, encoder_outputs_mask=encoder_outputs_mask)
+        return self.blocks[-1].cross_attention_scores(x, encoder_outputs, inputs_mask, encoder_outputs_mask)
+
     def call(
         self,
         inputs,

@@ -203,6 +203,21 @@ class DecoderBlock(keras.layers.Layer):
             return x, cache
         return x
 
+    def cross_attention_scores(self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None):
+        """The cross-attention weights `[batch, heads, target_length,
+        source_length]` of this block for `inputs` (inference mode)."""
+
+        def self_attend(x):
+            y = self.self_attention(x, x, use_causal_mask=True, query_mask=inputs_mask, value_mask=inputs_mask)
+            return y, None
+
+        x, _ = _blocks.residual(inputs, self_attend, self.self_attention_norm,
+                                self.self_attention_dropout, self.norm_first, False)
+        query = self.cross_attention_norm(x) if self.norm_first else x
+        _, scores = self.cross_attention(query, encoder_outputs, return_attention_scores=True,
+                                         query_mask=inputs_mask, value_mask=encoder_outputs_mask)
+        return scores
+
     def compute_mask(self, inputs, previous_mask=None):
         return previous_mask
 

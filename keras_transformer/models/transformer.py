@@ -275,6 +275,25 @@ class Transformer(keras.Model):
         )
         return logits[:, 0, :], {**state, "cache": cache}
 
+    def cross_attention(self, context_ids, target_ids):
+        """Last decoder block's cross-attention, averaged over heads.
+
+        Args:
+            context_ids: `[batch, source_length]`.
+            target_ids: decoder inputs `[batch, target_length]` (start token
+                first), e.g. a translation to explain.
+
+        Returns:
+            `[batch, target_length, source_length]` attention weights.
+        """
+        encoded = self.encode(context_ids, training=False)
+        x = self.target_embedding(target_ids)
+        scores = self.decoder.cross_attention_scores(
+            x, encoded, inputs_mask=ops.not_equal(target_ids, 0),
+            encoder_outputs_mask=ops.not_equal(context_ids, 0),
+        )
+        return ops.mean(ops.cast(scores, "float32"), axis=1)
+
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         # Keras learns shapes here by MEAN-reducing the first distributed
         # batch across replicas, which fails when token-budget batches split

@@ -77,7 +77,7 @@ def test_tf_serving_loader_matches_in_process_translator(trained_run, export_bas
         "translate_nbest": translator.translate_nbest(text),
         "translate_greedy": translator.translate_greedy(text),
     }
-    for name in SIGNATURES:
+    for name in ("serving_default", "translate_nbest", "translate_greedy"):
         assert loaded[name]["method"] == "tensorflow/serving/predict"
         outputs = loaded[name]["outputs"]
         for key, value in outputs.items():
@@ -91,6 +91,19 @@ def test_tf_serving_loader_matches_in_process_translator(trained_run, export_bas
     assert set(loaded["translate_nbest"]["outputs"]) == {"translations", "scores"}
     assert np.array(loaded["translate_nbest"]["outputs"]["translations"]).shape == (4, 3)
     assert loaded["serving_default"]["outputs"]["translation"][2] == ""  # empty in, empty out
+
+
+def test_attention_signature(export_base):
+    from keras_transformer.export import SessionModel
+
+    model = SessionModel(os.path.join(export_base, "1"))
+    assert set(model.signatures) == set(SIGNATURES)
+    out = model.run("attention", {"text": np.array([b"The dog sleeps.", b"A cat runs."], dtype=object)})
+    batch, t, s = out["weights"].shape
+    assert out["source_tokens"].shape == (batch, s) and out["target_tokens"].shape == (batch, t)
+    real_rows = out["target_tokens"] != b"<pad>"
+    np.testing.assert_allclose(out["weights"].sum(-1)[real_rows], 1.0, atol=1e-4)
+    model.close()
 
 
 def test_graph_is_servable_without_xla(export_base):

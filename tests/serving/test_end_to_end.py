@@ -23,8 +23,11 @@ def test_train_export_serve_query_and_swap(trained_run, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith(os.path.join("translator", "1"))
 
-    local = _cli("translate", "--model", base, *SENTENCES)
+    plot = str(tmp_path / "attention.png")
+    local = _cli("translate", "--model", base, "--plot-attention", plot, *SENTENCES)
     assert local.returncode == 0, local.stderr[-3000:]
+    with open(plot, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     in_process = local.stdout.splitlines()
     assert len(in_process) == 2
 

@@ -56,7 +56,7 @@ def test_translations_match_in_process(served, client):
 
 def test_metadata_and_status(client):
     signatures = client.metadata().signature_def
-    assert set(signatures) == {"serving_default", "translate_nbest", "translate_greedy"}
+    assert set(signatures) == {"serving_default", "translate_nbest", "translate_greedy", "attention"}
     assert signatures["serving_default"].method_name == "tensorflow/serving/predict"
     assert set(signatures["serving_default"].outputs) == {"translation", "score"}
     assert client.status() == [(1, "AVAILABLE")]

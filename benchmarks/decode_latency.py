@@ -1,0 +1,130 @@
+"""Decoding latency of the `small` preset: exported SavedModel vs keras-hub.
+
+Ours: the `serving_default` (beam 4) and `translate_greedy` signatures of an
+export, run through the session loader TF Serving uses (no XLA), strings in
+and out, tokenization included. keras-hub: `BeamSampler(num_beams=4)` and
+`GreedySampler` over the cached `TransformerDecoder` of the same
+architecture, with and without `jit_compile`. Every run generates exactly
+32 tokens (the end token is disabled), at batch 1 and 32.
+
+    .venv/bin/pip install keras-hub
+    .venv/bin/python benchmarks/decode_latency.py [--repeats 5]
+"""
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+LAYERS, D_MODEL, HEADS, DFF, VOCAB = 3, 256, 4, 1024, 8000
+SOURCE_LENGTH, GENERATED = 24, 32
+
+
+def _timed(fn, repeats):
+    fn()  # warm up (tracing, compilation)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1000
+
+
+def ours(repeats):
+    from keras_transformer.data.synthetic import generate_pairs
+    from keras_transformer.data.tokenizer import END_ID, SubwordTokenizer
+    from keras_transformer.export import SessionModel, export_version
+    from keras_transformer.models import Transformer
+
+    pairs = generate_pairs(20000, seed=1)
+    source = SubwordTokenizer.train([a for a, _ in pairs], 1000)
+    target = SubwordTokenizer.train([b for _, b in pairs], 1000)
+    model = Transformer(LAYERS, D_MODEL, HEADS, DFF, source.vocab_size, target.vocab_size)
+    model.build(((None, None), (None, None)))
+    kernel, bias = model.output_projection.get_weights()
+    bias[END_ID] = -1e9  # always generate GENERATED tokens
+    model.output_projection.set_weights([kernel, bias])
+    base = tempfile.mkdtemp()
+    try:
+        path = export_version(model, source, target, base, max_length=GENERATED, beam_size=4, check=False)
+        served = SessionModel(path)
+        results = {}
+        sentences = [a for a, _ in pairs[:32]]
+        for batch in (1, 32):
+            text = np.array([s.encode() for s in sentences[:batch]], dtype=object)
+            for name, signature in (("beam4", "serving_default"), ("greedy", "translate_greedy")):
+                results[(name, batch)] = _timed(lambda: served.run(signature, {"text": text}), repeats)
+        served.close()
+        return results
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def keras_hub_side(repeats, jit):
+    import keras_hub
+
+    keras.utils.set_random_seed(0)
+    embed_src = keras_hub.layers.TokenAndPositionEmbedding(VOCAB, 256, D_MODEL, mask_zero=True)
+    embed_tgt = keras_hub.layers.TokenAndPositionEmbedding(VOCAB, 256, D_MODEL, mask_zero=True)
+    encoders = [keras_hub.layers.TransformerEncoder(DFF, HEADS) for _ in range(LAYERS)]
+    decoders = [keras_hub.layers.TransformerDecoder(DFF, HEADS) for _ in range(LAYERS)]
+    head = keras.layers.Dense(VOCAB)
+    head_dim = D_MODEL // HEADS
+    results = {}
+    for batch in (1, 32):
+        context = np.random.default_rng(0).integers(4, VOCAB, (batch, SOURCE_LENGTH)).astype("int32")
+        total = GENERATED + 1
+
+        def generate(sampler, context=context, batch=batch):
+            x = embed_src(context)
+            for layer in encoders:
+                x = layer(x)
+            prompt = tf.concat([tf.fill([batch, 1], 2), tf.zeros([batch, total - 1], tf.int32)], axis=1)
+            cache = tf.zeros([batch, LAYERS, 2, total, HEADS, head_dim])
+
+            def next_fn(prompt, cache, index):
+                token = prompt[:, index - 1 : index]
+                y = embed_tgt(token, start_index=index - 1)
+                caches = []
+                for i, layer in enumerate(decoders):
+                    y, self_cache = layer(y, x, self_attention_cache=cache[:, i],
+                                          self_attention_cache_update_index=index - 1)
+                    caches.append(self_cache)
+                logits = head(y)[:, 0]
+                logits = logits - 1e9 * tf.one_hot(3, VOCAB)  # never end: exactly GENERATED tokens
+                return logits, None, tf.stack(caches, axis=1)
+
+            return sampler(next_fn, prompt, cache=cache, index=1, mask=tf.concat(
+                [tf.ones([batch, 1], bool), tf.zeros([batch, total - 1], bool)], 1), stop_token_ids=None)
+
+        for name, sampler in (("beam4", keras_hub.samplers.BeamSampler(num_beams=4)),
+                              ("greedy", keras_hub.samplers.GreedySampler())):
+            fn = tf.function(lambda s=sampler: generate(s), jit_compile=jit)
+            results[(name, batch)] = _timed(fn, repeats)
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    ours_ms = ours(args.repeats)
+    hub = {jit: keras_hub_side(args.repeats, jit) for jit in (False, True)}
+    print("| search | batch | ours, SavedModel (ms) | keras-hub (ms) | keras-hub XLA (ms) | speed-up vs XLA |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name in ("beam4", "greedy"):
+        for batch in (1, 32):
+            a, b, c = ours_ms[(name, batch)], hub[False][(name, batch)], hub[True][(name, batch)]
+            print(f"| {name} | {batch} | {a:.1f} | {b:.1f} | {c:.1f} | {c / a:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""A keras-tuner HyperModel over the Transformer and its training recipe."""
+
+import math
+
+import keras
+import keras_tuner
+
+from keras_transformer.models.transformer import Transformer
+from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
+from keras_transformer.training.metrics import MaskedAccuracy
+from keras_transformer.training.schedules import WarmupSchedule
+
+DEFAULT_SPACE = {
+    "num_layers": [1, 2, 3, 4, 6],
+    "d_model": [128, 256, 512],
+    "num_heads": [1, 2, 4, 8],
+    "dff": [256, 512, 1024, 2048],
+    "dropout_rate": [0.0, 0.1, 0.2, 0.3],
+    "norm_first": [False, True],
+    "warmup_steps": [500, 1000, 2000, 4000],
+    "label_smoothing": [0.0, 0.1, 0.2],
+    "batch_size": [16, 32, 64],
+}
+
+
+class TransformerHyperModel(keras_tuner.HyperModel):
+    """Searches the architecture and training recipe of a `Transformer`.
+
+    The space covers `num_layers`, `d_model`, `num_heads`, `dff`,
+    `dropout_rate`, `norm_first`, the schedule's `warmup_steps`,
+    `label_smoothing`, and the `batch_size` of `fit`. Each keyword override
+    narrows or widens one dimension: a list gives the choices, a single
+    value fixes it. `num_heads` only offers values that divide every
+    `d_model` choice, so every sampled model is valid. Passing a
+    `keras_tuner.HyperParameters` with some values declared (or fixed) takes
+    precedence over the defaults.
+
+    Args:
+        input_vocab_size: source vocabulary size.
+        target_vocab_size: target vocabulary size.
+        max_length: longest sequence of the models.
+        objective_callbacks: callbacks added to every `fit` (e.g. BLEU).
+        **overrides: search-space dimensions, see above.
+
+    Example:
+
+    >>> hypermodel = TransformerHyperModel(8000, 8000, num_layers=[1, 2], d_model=128)
+    >>> tuner = keras_tuner.RandomSearch(hypermodel, "val_masked_accuracy", max_trials=4)
+    """
+
+    def __init__(self, input_vocab_size, target_vocab_size, max_length=256, objective_callbacks=(),
+                 **overrides):
+        super().__init__(name="transformer", tunable=True)
+        unknown = sorted(set(overrides) - set(DEFAULT_SPACE))
+        if unknown:
+            raise ValueError(f"Unknown search dimensions {unknown}; known: {sorted(DEFAULT_SPACE)}")
+        self.input_vocab_size = input_vocab_size
+        self.target_vocab_size = target_vocab_size
+        self.max_length = max_length
+        self.objective_callbacks = list(objective_callbacks)
+        self.space = {}
+        for key, default in DEFAULT_SPACE.items():
+            value = overrides.get(key, default)
+            self.space[key] = list(value) if isinstance(value, (list, tuple)) else [value]
+            if not self.space[key]:
+                raise ValueError(f"Search dimension {key!r} has no values")
+        d_models = self.space["d_model"]
+        heads = [h for h in self.space["num_heads"] if all(d % h == 0 for d in d_models)]
+        if not heads:
+            raise ValueError(
+                f"No num_heads in {self.space['num_heads']} divides every d_model in {d_models}"
+            )
+        self.space["num_heads"] = heads
+
+    def _choice(self, hp, name):
+        values = self.space[name]
+        if len(values) == 1:
+            return hp.Fixed(name, values[0])
+        return hp.Choice(name, values)
+
+    def build(self, hp):
+        config = {name: self._choice(hp, name) for name in DEFAULT_SPACE if name != "batch_size"}
+        if config["d_model"] % config["num_heads"]:
+            raise ValueError(
+                f"num_heads={config['num_heads']} does not divide d_model={config['d_model']}"
+            )
+        model = Transformer(
+            num_layers=config["num_layers"], d_model=config["d_model"], num_heads=config["num_heads"],
+            dff=config["dff"], dropout_rate=config["dropout_rate"], norm_first=config["norm_first"],
+            input_vocab_size=self.input_vocab_size, target_vocab_size=self.target_vocab_size,
+            max_length=self.max_length,
+        )
+        model.build(((None, None), (None, None)))
+        schedule = WarmupSchedule(config["d_model"], config["warmup_steps"])
+        model.compile(
+            optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+            loss=MaskedSparseCategoricalCrossentropy(label_smoothing=config["label_smoothing"]),
+            metrics=[MaskedAccuracy()],
+        )
+        return model
+
+    def fit(self, hp, model, *args, **kwargs):
+        """Fits with the sampled `batch_size` (for array inputs, or a
+        dataset of unbatched examples, which is padded into batches)."""
+        import tensorflow as tf
+
+        batch_size = self._choice(hp, "batch_size")
+        x = args[0] if args else kwargs.pop("x")
+        rest = args[1:]
+        if isinstance(x, tf.data.Dataset):
+            spec = tf.nest.flatten(x.element_spec)
+            if all(s.shape.rank == 1 for s in spec):
+                x = x.padded_batch(batch_size).prefetch(tf.data.AUTOTUNE)
+        else:
+            kwargs["batch_size"] = batch_size
+        callbacks = list(kwargs.pop("callbacks", [])) + self.objective_callbacks
+        return model.fit(x, *rest, callbacks=callbacks, **kwargs)
+
+
+def space_size(hypermodel):
+    """Number of distinct points in the declared space."""
+    return math.prod(len(v) for v in hypermodel.space.values())

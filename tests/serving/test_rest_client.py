@@ -1,0 +1,63 @@
+"""The REST client against a loopback stand-in for TF Serving's REST API."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from serving.rest_client import RestTranslationClient
+
+
+class _Handler(BaseHTTPRequestHandler):
+    requests = []
+
+    def log_message(self, *args):
+        pass
+
+    def _reply(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.requests.append((self.path, body))
+        if body.get("signature_name") == "nope":
+            return self._reply(400, {"error": "Serving signature name: \"nope\" not found"})
+        texts = body["inputs"]["text"]
+        self._reply(200, {"outputs": {"translation": [t.upper() for t in texts], "score": [-1.0] * len(texts)}})
+
+    def do_GET(self):
+        self.requests.append((self.path, None))
+        self._reply(200, {"model_version_status": [{"version": "1", "state": "AVAILABLE"}]})
+
+
+@pytest.fixture
+def rest_server():
+    server = HTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Handler.requests.clear()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_predict_uses_tf_serving_rest_format(rest_server):
+    client = RestTranslationClient(rest_server, "translator")
+    out = client.translate(["Guten Tag", "Grüß Gott"], version=3)
+    assert out["translation"] == ["GUTEN TAG", "GRÜSS GOTT"]
+    path, body = _Handler.requests[-1]
+    assert path == "/v1/models/translator/versions/3:predict"
+    assert body == {"signature_name": "serving_default", "inputs": {"text": ["Guten Tag", "Grüß Gott"]}}
+    assert client.status()["model_version_status"][0]["state"] == "AVAILABLE"
+    assert _Handler.requests[-1][0] == "/v1/models/translator"
+
+
+def test_errors_carry_the_server_message(rest_server):
+    client = RestTranslationClient(rest_server, "translator")
+    with pytest.raises(RuntimeError, match="400.*nope"):
+        client.translate(["x"], signature="nope")
