@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Multi30k English -> German: train within a 60-minute budget on this machine,
+# then sacreBLEU (beam 4) on test_2016_flickr. Run from the repository root:
+#   bash benchmarks/multi30k.sh [DATA_DIR]
+# and copy the last lines into benchmarks/RESULTS.md.
+set -euo pipefail
+DATA=${1:-../shared/data/multi30k}
+RUN=${RUN:-runs/multi30k_bench}
+PY=${PY:-.venv/bin/python}
+STEPS_PER_EPOCH=${STEPS_PER_EPOCH:-500}
+EPOCHS=${EPOCHS:-14}
+
+start=$(date +%s)
+$PY -m keras_transformer.cli train \
+  --dataset "parallel:$DATA/train.en.gz,$DATA/train.de.gz" \
+  --valid "parallel:$DATA/val.en.gz,$DATA/val.de.gz" \
+  --output-dir "$RUN" --preset small --vocab-size 8000 --max-length 64 \
+  --batch-tokens 4096 --epochs "$EPOCHS" --steps-per-epoch "$STEPS_PER_EPOCH" \
+  --warmup-steps 2000 --lr-scale 2.0 --label-smoothing 0.1 --mixed-precision --verbose 2
+trained=$(date +%s)
+$PY -m keras_transformer.cli evaluate --run "$RUN" \
+  --source "$DATA/test_2016_flickr.en.gz" --reference "$DATA/test_2016_flickr.de.gz" \
+  --beam-size 4 --json "$RUN/test_scores.json" --output "$RUN/test_hypotheses.de"
+done_at=$(date +%s)
+echo "date: $(date -u +%Y-%m-%d), machine: $(nproc) cores, $(uname -m)"
+echo "train seconds: $((trained - start)), evaluate seconds: $((done_at - trained))"
+cat "$RUN/test_scores.json"

@@ -1,0 +1,37 @@
+"""Every example that works offline runs, in its reduced mode."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MULTI30K = os.path.join(REPO, "..", "shared", "data", "multi30k")
+
+
+def _run(name, tmp_path, *args):
+    env = {**os.environ, "PYTHONPATH": REPO, "KT_EXAMPLE_QUICK": "1", "KT_EXAMPLE_DIR": str(tmp_path),
+           "KT_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, os.path.join(REPO, "examples", name), *args], env=env,
+                          capture_output=True, text=True, timeout=900, cwd=str(tmp_path))
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("translate_synthetic.py", "BLEU = "),
+    ("text_classification.py", "saved and reloaded"),
+    ("tune.py", "best:"),
+    ("serve_and_query.py", "n-best:"),
+    ("ted_pt_en.py", "offline; nothing to do"),
+])
+def test_example_runs(name, expected, tmp_path):
+    result = _run(name, tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert expected in result.stdout
+
+
+@pytest.mark.skipif(not os.path.isdir(MULTI30K), reason="Multi30k is not beside the repository")
+def test_multi30k_example(tmp_path):
+    result = _run("translate_multi30k.py", tmp_path, MULTI30K)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "BLEU = " in result.stdout

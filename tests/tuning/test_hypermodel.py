@@ -1,0 +1,48 @@
+import random
+
+import keras_tuner
+import numpy as np
+import pytest
+
+from keras_transformer.tuning import TransformerHyperModel
+
+
+def _sample(hypermodel, rng):
+    """A random assignment from the declared space."""
+    hp = keras_tuner.HyperParameters()
+    hypermodel.build(hp)  # declares every dimension
+    for p in hp.space:
+        values = getattr(p, "values", None)
+        if values:
+            hp.values[p.name] = rng.choice(values)
+    return hp
+
+
+def test_every_sampled_model_is_valid_and_trains():
+    hypermodel = TransformerHyperModel(30, 30, max_length=32, num_layers=[1, 2], d_model=[12, 20],
+                                       dff=[16, 32], warmup_steps=[10, 20], batch_size=[4, 8])
+    assert hypermodel.space["num_heads"] == [1, 2, 4]  # 8 divides neither 12 nor 20
+    rng = random.Random(0)
+    x = np.random.default_rng(0).integers(1, 30, (16, 6))
+    seen = set()
+    for _ in range(6):
+        hp = _sample(hypermodel, rng)
+        model = hypermodel.build(hp)
+        assert hp.values["d_model"] % hp.values["num_heads"] == 0
+        assert model.d_model == hp.values["d_model"] and model.norm_first == hp.values["norm_first"]
+        history = hypermodel.fit(hp, model, (x, x), x, epochs=1, verbose=0)
+        assert np.isfinite(history.history["loss"][0])
+        seen.add((hp.values["d_model"], hp.values["num_heads"]))
+    assert len(seen) > 1
+
+
+def test_fixed_values_and_errors():
+    hypermodel = TransformerHyperModel(10, 10, d_model=16, num_heads=[2, 3, 4])
+    assert hypermodel.space["num_heads"] == [2, 4]
+    hp = keras_tuner.HyperParameters()
+    hypermodel.build(hp)
+    assert hp.values["d_model"] == 16
+    with pytest.raises(ValueError, match="divides every d_model"):
+        TransformerHyperModel(10, 10, d_model=[10, 14], num_heads=[4, 8])
+    with pytest.raises(ValueError, match="Unknown search dimensions"):
+        TransformerHyperModel(10, 10, learning_rate=[1e-3])

@@ -1,0 +1,86 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.training.conftest import REPO, free_port
+
+SPACE = json.dumps({"num_layers": [1], "d_model": [16, 32], "num_heads": [2, 4], "dff": [32],
+                    "dropout_rate": [0.0], "warmup_steps": [10, 20], "batch_size": [8, 16]})
+
+
+def _tune(files, directory, *extra, env=None):
+    args = [sys.executable, "-m", "keras_transformer.cli", "tune",
+            "--dataset", f"parallel:{files['train.en']},{files['train.de']}",
+            "--valid", f"parallel:{files['test.en']},{files['test.de']}",
+            "--directory", directory, "--epochs", "1", "--steps-per-epoch", "3",
+            "--vocab-size", "120", "--max-length", "48", "--space", SPACE, *extra]
+    full_env = {**os.environ, "PYTHONPATH": REPO, "PYTHONUNBUFFERED": "1", **(env or {})}
+    return subprocess.Popen(args, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _trials(directory):
+    root = os.path.join(directory, "search")
+    trials = {}
+    for name in os.listdir(root):
+        path = os.path.join(root, name, "trial.json")
+        if name.startswith("trial_") and os.path.exists(path):
+            trials[name] = json.load(open(path))
+    return trials
+
+
+@pytest.mark.parametrize("objective", ["val_masked_accuracy", "val_bleu"])
+def test_two_trial_search_end_to_end(parallel_files, tmp_path, objective):
+    directory = str(tmp_path / "tuning")
+    proc = _tune(parallel_files, directory, "--max-trials", "2", "--objective", objective,
+                 *(["--train-best"] if objective == "val_masked_accuracy" else []))
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-4000:]
+    trials = _trials(directory)
+    assert len(trials) == 2 and all(t["status"] == "COMPLETED" for t in trials.values())
+    assert all(objective in t["metrics"]["metrics"] for t in trials.values())
+    best = json.load(open(os.path.join(directory, "best_hyperparameters.json")))
+    assert best["d_model"] % best["num_heads"] == 0
+    assert "trial" in out and objective in out  # the results table
+    if objective == "val_masked_accuracy":
+        from keras_transformer.training import load_run
+
+        model, _, _, _ = load_run(os.path.join(directory, "best_run"))
+        assert model.d_model == best["d_model"]
+
+
+def test_interrupted_search_resumes(parallel_files, tmp_path):
+    directory = str(tmp_path / "tuning")
+    out, _ = _tune(parallel_files, directory, "--max-trials", "1").communicate(timeout=900)
+    first = _trials(directory)
+    assert len(first) == 1, out[-3000:]
+    proc = _tune(parallel_files, directory, "--max-trials", "3")
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    after = _trials(directory)
+    assert len(after) == 3
+    (name, trial), = first.items()
+    assert after[name]["score"] == trial["score"]  # kept, not rerun
+    assert "Reusing the tokenizers" in out
+
+
+def test_distributed_search_shares_trials(parallel_files, tmp_path):
+    directory = str(tmp_path / "tuning")
+    port = str(free_port())
+    common = {"KERASTUNER_ORACLE_IP": "127.0.0.1", "KERASTUNER_ORACLE_PORT": port}
+    chief = _tune(parallel_files, directory, "--max-trials", "4", env={**common, "KERASTUNER_TUNER_ID": "chief"})
+    workers = [_tune(parallel_files, directory, "--max-trials", "4",
+                     env={**common, "KERASTUNER_TUNER_ID": f"tuner{i}"}) for i in range(2)]
+    outs = [w.communicate(timeout=900)[0] for w in workers]
+    chief_out = chief.communicate(timeout=300)[0]
+    for proc, out in zip(workers + [chief], outs + [chief_out]):
+        assert proc.returncode == 0, out[-3000:]
+    trials = _trials(directory)
+    completed = [t for t in trials.values() if t["status"] == "COMPLETED"]
+    assert len(completed) == 4
+    # Each worker ran its own trials: no hyperparameter set twice.
+    assignments = [json.dumps(t["hyperparameters"]["values"], sort_keys=True) for t in completed]
+    assert len(set(assignments)) == len(assignments)
+    assert all("Trial" in out or "trial" in out for out in outs)
