@@ -46,3 +46,19 @@ def trained_run(tmp_path_factory):
     result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return {"run": run, "tfds": str(root / "tfds")}
+
+
+@pytest.fixture(scope="session")
+def parallel_files(tmp_path_factory):
+    """Small synthetic corpus as parallel text files (train and test)."""
+    root = tmp_path_factory.mktemp("corpus")
+    from keras_transformer.data.synthetic import generate_pairs
+
+    pairs = generate_pairs(1200, seed=21)
+    paths = {}
+    for split, chunk in (("train", pairs[:1000]), ("test", pairs[1000:1040])):
+        for side, lang in ((0, "en"), (1, "de")):
+            path = root / f"{split}.{lang}"
+            path.write_text("\n".join(p[side] for p in chunk) + "\n", encoding="utf-8")
+            paths[f"{split}.{lang}"] = str(path)
+    return paths

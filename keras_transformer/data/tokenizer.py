@@ -10,12 +10,36 @@ restores the original spacing and punctuation exactly.
 
 import io
 import os
+import uuid
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
 PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
 SPECIAL_IDS = (PAD_ID, START_ID, END_ID)
+
+
+class _SentencepieceResource(tf.saved_model.experimental.TrackableResource):
+    """The SentencePiece model, held by TensorFlow's resource manager.
+
+    tensorflow-text's own resource belongs to the eager kernel that made it,
+    so clearing TensorFlow's kernel cache (`tf.random.set_seed`,
+    `keras.backend.clear_session`, as keras-tuner does between trials) frees
+    it while tokenizers still hold its handle. A unique `shared_name` puts
+    the resource in the resource manager instead, where it lives on.
+    """
+
+    def __init__(self, model_proto):
+        super().__init__()
+        self._model = model_proto
+        self._shared_name = f"keras_transformer_sentencepiece_{uuid.uuid4().hex}"
+        _ = self.resource_handle  # creates the resource
+
+    def _create_resource(self):
+        return gen_sentencepiece_tokenizer.sentencepiece_op(
+            model=self._model, shared_name=self._shared_name
+        )
 
 
 class SubwordTokenizer(tf.Module):
@@ -23,10 +47,6 @@ class SubwordTokenizer(tf.Module):
 
     Ids: 0 pad, 1 unknown, 2 start, 3 end. Saved inside a SavedModel as a
     tracked resource that holds the serialized model.
-
-    Seed TensorFlow (`keras.utils.set_random_seed`) before creating
-    tokenizers: setting the seed clears the eager kernel cache, which frees
-    the resources of tokenizers made earlier.
 
     Args:
         model_proto: the serialized SentencePiece model (bytes).
@@ -46,6 +66,7 @@ class SubwordTokenizer(tf.Module):
         self.tokenizer = tf_text.SentencepieceTokenizer(
             model=self.model_proto, out_type=tf.int32
         )
+        self.tokenizer._model_resource = _SentencepieceResource(self.model_proto)
         self.vocab_size = int(self.tokenizer.vocab_size())
         pieces = self.tokenizer.id_to_string(tf.range(4)).numpy()
         expected = [b"<pad>", b"<unk>", b"<s>", b"</s>"]

@@ -76,6 +76,8 @@ class TransformerHyperModel(keras_tuner.HyperModel):
         values = self.space[name]
         if len(values) == 1:
             return hp.Fixed(name, values[0])
+        if set(values) == {False, True}:
+            return hp.Boolean(name)
         return hp.Choice(name, values)
 
     def build(self, hp):
@@ -86,7 +88,7 @@ class TransformerHyperModel(keras_tuner.HyperModel):
             )
         model = Transformer(
             num_layers=config["num_layers"], d_model=config["d_model"], num_heads=config["num_heads"],
-            dff=config["dff"], dropout_rate=config["dropout_rate"], norm_first=config["norm_first"],
+            dff=config["dff"], dropout_rate=config["dropout_rate"], norm_first=bool(config["norm_first"]),
             input_vocab_size=self.input_vocab_size, target_vocab_size=self.target_vocab_size,
             max_length=self.max_length,
         )

@@ -56,6 +56,20 @@ def test_lives_in_a_saved_model(tokenizer, tmp_path):
     assert restored.f(tf.constant(SENTENCES[:1])).numpy()[0].decode() == SENTENCES[0]
 
 
+def test_survives_clearing_tensorflow_state(tokenizer):
+    import gc
+
+    import keras
+
+    # Both clear the eager kernel cache; keras-tuner clears between trials.
+    tf.random.set_seed(7)
+    keras.backend.clear_session()
+    gc.collect()
+    dataset = tf.data.Dataset.from_tensor_slices(SENTENCES).batch(2).map(tokenizer.tokenize)
+    assert sum(1 for _ in dataset) == 2
+    assert tokenizer.detokenize(tokenizer.tokenize([SENTENCES[0]])).numpy()[0].decode() == SENTENCES[0]
+
+
 def test_invalid_vocab_size():
     with pytest.raises(ValueError, match="vocab_size"):
         SubwordTokenizer.train(["a b c"], 2)

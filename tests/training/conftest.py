@@ -3,9 +3,6 @@ import socket
 import subprocess
 import sys
 
-import pytest
-
-from keras_transformer.data.synthetic import generate_pairs
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -13,20 +10,6 @@ TINY = ["--preset", "tiny", "--model-overrides",
         '{"num_layers": 1, "d_model": 32, "num_heads": 2, "dff": 64, "dropout_rate": 0.0}',
         "--vocab-size", "120", "--batch-tokens", "512", "--max-length", "64",
         "--warmup-steps", "20", "--lr-scale", "2.0", "--verbose", "2"]
-
-
-@pytest.fixture(scope="session")
-def parallel_files(tmp_path_factory):
-    """Small synthetic corpus as parallel text files (train and test)."""
-    root = tmp_path_factory.mktemp("corpus")
-    pairs = generate_pairs(1200, seed=21)
-    paths = {}
-    for split, chunk in (("train", pairs[:1000]), ("test", pairs[1000:1040])):
-        for side, lang in ((0, "en"), (1, "de")):
-            path = root / f"{split}.{lang}"
-            path.write_text("\n".join(p[side] for p in chunk) + "\n", encoding="utf-8")
-            paths[f"{split}.{lang}"] = str(path)
-    return paths
 
 
 def cli(*args, env=None, **kwargs):

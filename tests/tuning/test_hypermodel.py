@@ -15,6 +15,8 @@ def _sample(hypermodel, rng):
         values = getattr(p, "values", None)
         if values:
             hp.values[p.name] = rng.choice(values)
+        elif type(p).__name__ == "Boolean":
+            hp.values[p.name] = rng.choice([False, True])
     return hp
 
 
