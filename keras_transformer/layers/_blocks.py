@@ -43,8 +43,47 @@ def residual(x, sublayer, norm, drop, norm_first, training):
     """`norm(x + drop(f(x)))` (post-norm, the paper) or `x + drop(f(norm(x)))`.
 
     `sublayer` maps the (normalized) input to `(output, extras)`, so that a
-    sublayer's cache travels through the residual wiring.
+    sublayer's cache travels through the residual wiring. `drop` is None for
+    a sublayer that applies its own output dropout.
     """
     y, extras = sublayer(norm(x) if norm_first else x)
-    y = x + drop(y, training=training)
+    y = x + (y if drop is None else drop(y, training=training))
     return (y if norm_first else norm(y)), extras
+
+
+class BlockLayer(keras.layers.Layer):
+    """Arguments, validation, masking and config shared by the blocks and
+    the stacks (`EncoderBlock`, `DecoderBlock`, `Encoder`, `Decoder`)."""
+
+    def __init__(self, d_model, num_heads, dff, dropout=0.1, norm_first=False, activation="relu", **kwargs):
+        super().__init__(**kwargs)
+        validate_block_args(d_model, num_heads, dff, dropout)
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.dff = dff
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.activation = keras.activations.get(activation)
+        self.supports_masking = True
+
+    def compute_mask(self, inputs, previous_mask=None):
+        return previous_mask
+
+    def compute_output_shape(self, inputs_shape, *args, **kwargs):
+        return inputs_shape
+
+    def get_config(self):
+        config = {
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "dff": self.dff,
+            "dropout": self.dropout,
+            "norm_first": self.norm_first,
+            "activation": keras.activations.serialize(self.activation),
+        }
+        return {**super().get_config(), **config}
+
+
+def check_num_layers(num_layers):
+    if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers <= 0:
+        raise ValueError(f"`num_layers` must be a positive int. Received: num_layers={num_layers!r}")

@@ -8,7 +8,7 @@ from keras_transformer.layers.feed_forward import FeedForward
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class DecoderBlock(keras.layers.Layer):
+class DecoderBlock(_blocks.BlockLayer):
     """Causal self-attention, cross-attention and feed-forward.
 
     Each sublayer has a residual connection, dropout and layer norm, post-norm
@@ -55,25 +55,6 @@ class DecoderBlock(keras.layers.Layer):
     (2, 4, 16)
     """
 
-    def __init__(
-        self,
-        d_model,
-        num_heads,
-        dff,
-        dropout=0.1,
-        norm_first=False,
-        activation="relu",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        _blocks.validate_block_args(d_model, num_heads, dff, dropout)
-        self.d_model = d_model
-        self.num_heads = num_heads
-        self.dff = dff
-        self.dropout = dropout
-        self.norm_first = norm_first
-        self.activation = keras.activations.get(activation)
-        self.supports_masking = True
 
     def _attention(self, name):
         return MultiHeadAttention(
@@ -109,7 +90,6 @@ class DecoderBlock(keras.layers.Layer):
         self.feed_forward.build(inputs_shape)
         self.feed_forward_norm = _blocks.layer_norm(self, "feed_forward_norm")
         self.feed_forward_norm.build(inputs_shape)
-        self.feed_forward_dropout = _blocks.dropout(self, "feed_forward_dropout")
 
     def init_cache(self, batch_size, max_length):
         """Empty self-attention cache `[batch, 2, max_length, heads, head_dim]`."""
@@ -195,7 +175,7 @@ class DecoderBlock(keras.layers.Layer):
             x,
             feed_forward,
             self.feed_forward_norm,
-            self.feed_forward_dropout,
+            None,  # FeedForward drops its own output
             self.norm_first,
             training,
         )
@@ -217,20 +197,3 @@ class DecoderBlock(keras.layers.Layer):
         _, scores = self.cross_attention(query, encoder_outputs, return_attention_scores=True,
                                          query_mask=inputs_mask, value_mask=encoder_outputs_mask)
         return scores
-
-    def compute_mask(self, inputs, previous_mask=None):
-        return previous_mask
-
-    def compute_output_shape(self, inputs_shape, encoder_outputs_shape=None):
-        return inputs_shape
-
-    def get_config(self):
-        config = {
-            "d_model": self.d_model,
-            "num_heads": self.num_heads,
-            "dff": self.dff,
-            "dropout": self.dropout,
-            "norm_first": self.norm_first,
-            "activation": keras.activations.serialize(self.activation),
-        }
-        return {**super().get_config(), **config}

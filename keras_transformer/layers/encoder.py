@@ -7,7 +7,7 @@ from keras_transformer.layers.encoder_block import EncoderBlock
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Encoder(keras.layers.Layer):
+class Encoder(_blocks.BlockLayer):
     """`num_layers` `EncoderBlock`s, with a final layer norm when pre-norm.
 
     Takes embedded inputs (e.g. from `PositionalEmbedding`); the padding mask
@@ -34,31 +34,11 @@ class Encoder(keras.layers.Layer):
     (1, 3, 16)
     """
 
-    def __init__(
-        self,
-        num_layers,
-        d_model,
-        num_heads,
-        dff,
-        dropout=0.1,
-        norm_first=False,
-        activation="relu",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers <= 0:
-            raise ValueError(
-                f"`num_layers` must be a positive int. Received: num_layers={num_layers!r}"
-            )
-        _blocks.validate_block_args(d_model, num_heads, dff, dropout)
+    def __init__(self, num_layers, d_model, num_heads, dff, dropout=0.1, norm_first=False,
+                 activation="relu", **kwargs):
+        super().__init__(d_model, num_heads, dff, dropout, norm_first, activation, **kwargs)
+        _blocks.check_num_layers(num_layers)
         self.num_layers = num_layers
-        self.d_model = d_model
-        self.num_heads = num_heads
-        self.dff = dff
-        self.dropout = dropout
-        self.norm_first = norm_first
-        self.activation = keras.activations.get(activation)
-        self.supports_masking = True
 
     def build(self, input_shape):
         self.blocks = []
@@ -93,20 +73,5 @@ class Encoder(keras.layers.Layer):
             x = self.final_norm(x)
         return x
 
-    def compute_mask(self, inputs, mask=None):
-        return mask
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
     def get_config(self):
-        config = {
-            "num_layers": self.num_layers,
-            "d_model": self.d_model,
-            "num_heads": self.num_heads,
-            "dff": self.dff,
-            "dropout": self.dropout,
-            "norm_first": self.norm_first,
-            "activation": keras.activations.serialize(self.activation),
-        }
-        return {**super().get_config(), **config}
+        return {**super().get_config(), "num_layers": self.num_layers}

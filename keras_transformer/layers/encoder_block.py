@@ -8,7 +8,7 @@ from keras_transformer.layers.feed_forward import FeedForward
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class EncoderBlock(keras.layers.Layer):
+class EncoderBlock(_blocks.BlockLayer):
     """Self-attention then feed-forward, each with residual, dropout and norm.
 
     Post-norm (`norm_first=False`, the paper): `x = norm(x + drop(f(x)))`.
@@ -43,25 +43,6 @@ class EncoderBlock(keras.layers.Layer):
     (2, 5, 16)
     """
 
-    def __init__(
-        self,
-        d_model,
-        num_heads,
-        dff,
-        dropout=0.1,
-        norm_first=False,
-        activation="relu",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        _blocks.validate_block_args(d_model, num_heads, dff, dropout)
-        self.d_model = d_model
-        self.num_heads = num_heads
-        self.dff = dff
-        self.dropout = dropout
-        self.norm_first = norm_first
-        self.activation = keras.activations.get(activation)
-        self.supports_masking = True
 
     def build(self, input_shape):
         _blocks.check_input_depth(self, input_shape)
@@ -87,7 +68,6 @@ class EncoderBlock(keras.layers.Layer):
         self.feed_forward.build(input_shape)
         self.feed_forward_norm = _blocks.layer_norm(self, "feed_forward_norm")
         self.feed_forward_norm.build(input_shape)
-        self.feed_forward_dropout = _blocks.dropout(self, "feed_forward_dropout")
 
     def call(
         self, inputs, mask=None, attention_mask=None, training=None, inputs_mask=None
@@ -122,25 +102,8 @@ class EncoderBlock(keras.layers.Layer):
             x,
             feed_forward,
             self.feed_forward_norm,
-            self.feed_forward_dropout,
+            None,  # FeedForward drops its own output
             self.norm_first,
             training,
         )
         return x
-
-    def compute_mask(self, inputs, mask=None):
-        return mask
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def get_config(self):
-        config = {
-            "d_model": self.d_model,
-            "num_heads": self.num_heads,
-            "dff": self.dff,
-            "dropout": self.dropout,
-            "norm_first": self.norm_first,
-            "activation": keras.activations.serialize(self.activation),
-        }
-        return {**super().get_config(), **config}

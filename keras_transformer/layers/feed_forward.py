@@ -5,11 +5,11 @@ import keras
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class FeedForward(keras.layers.Layer):
-    """`Dense(dff, activation) -> Dropout -> Dense(d_model)`, per position.
+    """`Dense(dff, activation) -> Dense(d_model) -> Dropout`, per position.
 
-    The residual connection, its dropout and the layer norm belong to the
-    blocks (`EncoderBlock`, `DecoderBlock`); `dropout` here acts on the
-    hidden activations, as in tensor2tensor's `relu_dropout`.
+    `dropout` is the paper's dropout on this sub-layer's output, applied
+    before the residual addition; the residual connection and layer norm
+    belong to the blocks (`EncoderBlock`, `DecoderBlock`).
 
     Args:
         d_model: input and output size.
@@ -66,8 +66,7 @@ class FeedForward(keras.layers.Layer):
 
     def call(self, inputs, training=None):
         hidden = self._intermediate(inputs)  # [batch, length, dff]
-        hidden = self._dropout_layer(hidden, training=training)
-        return self._output(hidden)
+        return self._dropout_layer(self._output(hidden), training=training)
 
     def compute_output_shape(self, input_shape):
         return (*input_shape[:-1], self.d_model)
