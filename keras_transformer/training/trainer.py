@@ -31,16 +31,22 @@ def set_precision(mixed):
     return policy
 
 
-def _tokenizers(run, train_pairs, config, log):
+def prepare_tokenizers(run, train_pairs, vocab_size, sample, log=print, save=True):
+    """The run's tokenizers: reused when the run has them, else learned.
+
+    Learning is deterministic, so workers that do not `save` (all but the
+    chief) get the same vocabularies without racing for the files.
+    """
     if run.has_tokenizers():
         log(f"Reusing the tokenizers of {run.path}")
         return SubwordTokenizer.load(run.source_tokenizer), SubwordTokenizer.load(run.target_tokenizer)
-    log(f"Learning {config.vocab_size}-piece vocabularies from up to {config.tokenizer_sample} pairs")
-    src, tgt = sources.sentences(train_pairs, limit=config.tokenizer_sample)
-    source = SubwordTokenizer.train(src, config.vocab_size)
-    target = SubwordTokenizer.train(tgt, config.vocab_size)
-    source.save(run.source_tokenizer)
-    target.save(run.target_tokenizer)
+    log(f"Learning {vocab_size}-piece vocabularies from up to {sample} pairs")
+    src, tgt = sources.sentences(train_pairs, limit=sample)
+    source = SubwordTokenizer.train(src, vocab_size)
+    target = SubwordTokenizer.train(tgt, vocab_size)
+    if save:
+        source.save(run.source_tokenizer)
+        target.save(run.target_tokenizer)
     return source, target
 
 
@@ -100,7 +106,9 @@ def train(config, log=print):
 
     train_pairs, corpus_stats = sources.load_dataset(config.dataset, "train", config.data_dir)
     log(f"Training pairs: {corpus_stats.pairs} ({corpus_stats.empty_dropped} empty dropped)")
-    source_tokenizer, target_tokenizer = _tokenizers(run, train_pairs, config, log)
+    source_tokenizer, target_tokenizer = prepare_tokenizers(
+        run, train_pairs, config.vocab_size, config.tokenizer_sample, log, save=is_chief
+    )
 
     framed = pipeline.tokenize_pairs(
         train_pairs, source_tokenizer, target_tokenizer, config.max_length, config.length_policy

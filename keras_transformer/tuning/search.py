@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from keras_transformer.data import pipeline, sources
 from keras_transformer.training.run_directory import RunDirectory
-from keras_transformer.training.trainer import _tokenizers
+from keras_transformer.training.trainer import prepare_tokenizers
 from keras_transformer.tuning.bleu_callback import BleuCallback
 from keras_transformer.tuning.hypermodel import TransformerHyperModel
 
@@ -82,20 +82,10 @@ def run_search(options, log=print):
     train_pairs, stats = sources.load_dataset(options["dataset"], "train", options.get("data_dir"))
     log(f"Training pairs: {stats.pairs}")
 
-    class _Config:  # the keys `_tokenizers` reads
-        vocab_size = options.get("vocab_size", 8000)
-        tokenizer_sample = options.get("tokenizer_sample", 200_000)
-
-    if _is_chief() or run.has_tokenizers():
-        source_tok, target_tok = _tokenizers(run, train_pairs, _Config, log)
-    else:
-        # Workers learn the same vocabulary (training is deterministic)
-        # without racing the chief for the files.
-        from keras_transformer.data.tokenizer import SubwordTokenizer
-
-        src, tgt = sources.sentences(train_pairs, limit=_Config.tokenizer_sample)
-        source_tok = SubwordTokenizer.train(src, _Config.vocab_size)
-        target_tok = SubwordTokenizer.train(tgt, _Config.vocab_size)
+    source_tok, target_tok = prepare_tokenizers(
+        run, train_pairs, options.get("vocab_size", 8000), options.get("tokenizer_sample", 200_000),
+        log, save=_is_chief(),
+    )
 
     max_length = options.get("max_length", 128)
     valid_spec = options.get("valid") or sources.default_validation_spec(options["dataset"])
