@@ -28,7 +28,7 @@ def _train_parser(sub):
             if field == "steps_per_epoch":
                 kind = int
             p.add_argument(flag, type=kind, default=None, help=f"default: {value}")
-    p.set_defaults(run=_train)
+    p.set_defaults(run_command=_train)
 
 
 def _train(args):
@@ -115,6 +115,12 @@ def _tune(args):
     run_search(options)
 
 
+def _add_decoding_flags(p):
+    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--max-length", type=int, default=128, help="longest translation, in tokens")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="keras-transformer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -124,9 +130,7 @@ def build_parser():
     p.add_argument("--run", required=True)
     p.add_argument("--source", required=True)
     p.add_argument("--reference", required=True)
-    p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--alpha", type=float, default=0.6)
-    p.add_argument("--max-length", type=int, default=128)
+    _add_decoding_flags(p)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--json", help="also write the scores here as JSON")
     p.add_argument("--output", help="write the translations here")
@@ -141,9 +145,7 @@ def build_parser():
     p.add_argument("--run", required=True)
     p.add_argument("--export-base", required=True)
     p.add_argument("--version", type=int)
-    p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--alpha", type=float, default=0.6)
-    p.add_argument("--max-length", type=int, default=128)
+    _add_decoding_flags(p)
     p.set_defaults(run_command=_export)
 
     p = sub.add_parser("translate", help="translate with an exported SavedModel")
@@ -197,9 +199,8 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    command = getattr(args, "run_command", None) or args.run
     try:
-        command(args)
+        args.run_command(args)
     except (ValueError, FileNotFoundError, FileExistsError) as error:
         print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -21,7 +21,6 @@ Models load through `SessionModel`, the session-based loader TF Serving uses.
 import logging
 import os
 import queue
-import re
 import threading
 import time
 from concurrent import futures
@@ -37,6 +36,7 @@ from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 from tensorflow_serving.apis import status_pb2
 
+from keras_transformer.export.servable import versions
 from keras_transformer.export.session_model import SessionModel, SignatureError, SignatureNotFound
 
 log = logging.getLogger("keras_transformer.serve")
@@ -187,12 +187,8 @@ class ModelManager:
             self.watcher.start()
 
     def _on_disk(self):
-        found = {}
-        for entry in os.listdir(self.base_path):
-            path = os.path.join(self.base_path, entry)
-            if re.fullmatch(r"\d+", entry) and os.path.exists(os.path.join(path, "saved_model.pb")):
-                found[int(entry)] = path
-        return found
+        paths = {n: os.path.join(self.base_path, str(n)) for n in versions(self.base_path)}
+        return {n: p for n, p in paths.items() if os.path.exists(os.path.join(p, "saved_model.pb"))}
 
     def refresh(self):
         """Loads new versions and unloads removed or superseded ones."""

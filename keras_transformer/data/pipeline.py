@@ -54,8 +54,9 @@ def tokenize_pairs(dataset, source_tokenizer, target_tokenizer, max_length=128, 
     at most `max_length` long.
 
     Returns:
-        `(dataset, too_long)`: a dataset of `(source_ids, target_ids, is_too_long)`
-        and, with policy `"filter"`, the long pairs removed.
+        A dataset of `(source_ids, target_ids, is_too_long)`; with policy
+        `"truncate"` the ids are already cut, with `"filter"` the caller
+        drops the pairs marked too long (`make_batches` does).
     """
     if policy not in LENGTH_POLICIES:
         raise ValueError(f"`policy` must be one of {LENGTH_POLICIES}. Received: policy={policy!r}")

@@ -123,11 +123,11 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
 
     loop_vars = (tf.constant(0), ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores,
                  finished_flags, state)
-    shapes = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), loop_vars)
+    state_shapes = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), state)
     shapes = (tf.TensorShape([]), tf.TensorShape([None]),
               tf.TensorShape([None, k, max_length]), tf.TensorShape([None, k]),
               tf.TensorShape([None, k, max_length]), tf.TensorShape([None, k]),
-              tf.TensorShape([None, k]), shapes[-1])
+              tf.TensorShape([None, k]), state_shapes)
     outputs = tf.while_loop(not_done, body, loop_vars, shape_invariants=shapes,
                             maximum_iterations=max_length)
     _, _, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, _ = outputs

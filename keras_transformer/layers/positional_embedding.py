@@ -3,7 +3,6 @@
 import math
 
 import keras
-import numpy as np
 import tensorflow as tf
 from keras import ops
 

@@ -3,7 +3,6 @@
 import json
 import os
 
-import keras
 
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.models.transformer import Transformer

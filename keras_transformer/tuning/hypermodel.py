@@ -1,7 +1,5 @@
 """A keras-tuner HyperModel over the Transformer and its training recipe."""
 
-import math
-
 import keras
 import keras_tuner
 
@@ -118,7 +116,3 @@ class TransformerHyperModel(keras_tuner.HyperModel):
         callbacks = list(kwargs.pop("callbacks", [])) + self.objective_callbacks
         return model.fit(x, *rest, callbacks=callbacks, **kwargs)
 
-
-def space_size(hypermodel):
-    """Number of distinct points in the declared space."""
-    return math.prod(len(v) for v in hypermodel.space.values())
