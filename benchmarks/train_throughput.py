@@ -97,6 +97,10 @@ def measure(build, policy, jit, steps):
 
 
 def main():
+    from keras_transformer.training.host_memory import retain_freed_memory
+
+    # As `keras-transformer train` does; it applies to both models alike.
+    retain_freed_memory()
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--json", default=None)

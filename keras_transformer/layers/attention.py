@@ -28,6 +28,41 @@ def _write_cache(cache, index, new):
     return ops.where(in_window[None, None, :, None, None], placed, cache)
 
 
+class _Projection(keras.layers.EinsumDense):
+    """`EinsumDense` computed as one two-dimensional matmul.
+
+    The weights (shapes, names, order) are exactly `EinsumDense`'s, so they
+    transfer to and from `keras.layers.MultiHeadAttention`. The computation
+    differs: TensorFlow runs `abc,cde->abde` as a batched matmul against a
+    broadcast kernel, and its kernel gradient as one matmul per batch row
+    followed by a sum. Flattening to `[rows, in] @ [in, out]` runs a single
+    matmul each way, which is what oneDNN is fast at.
+
+    Args:
+        contracted_dims: how many trailing input axes the kernel contracts
+            (1 for the query/key/value projections, 2 for the output one).
+        **kwargs: `EinsumDense` arguments.
+    """
+
+    def __init__(self, contracted_dims, **kwargs):
+        super().__init__(**kwargs)
+        self.contracted_dims = contracted_dims
+
+    def call(self, inputs, training=None):
+        n = self.contracted_dims
+        kernel_shape = tuple(self.kernel.shape)
+        in_size = math.prod(kernel_shape[:n])
+        leading = ops.shape(inputs)[: len(inputs.shape) - n]
+        kernel = ops.cast(ops.reshape(self.kernel, (in_size, -1)), self.compute_dtype)
+        x = ops.matmul(ops.reshape(inputs, (-1, in_size)), kernel)
+        x = ops.reshape(x, (*leading, *kernel_shape[n:]))
+        if self.bias is not None:
+            # Added after the reshape: TensorFlow would fuse a matmul and
+            # its bias into a oneDNN inner product that does not use AMX.
+            x = x + ops.cast(self.bias, self.compute_dtype)
+        return x
+
+
 def _check_positive_int(name, value):
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ValueError(
@@ -129,8 +164,9 @@ class MultiHeadAttention(keras.layers.Layer):
         self.supports_masking = True
 
     def _projection(self, name, equation, output_shape, bias_axes):
-        layer = keras.layers.EinsumDense(
-            equation,
+        layer = _Projection(
+            contracted_dims=2 if equation.startswith("abcd") else 1,
+            equation=equation,
             output_shape=output_shape,
             bias_axes=bias_axes if self.use_bias else None,
             kernel_initializer=self.kernel_initializer.__class__.from_config(

@@ -10,6 +10,7 @@ from keras_transformer.data import pipeline, sources
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.models.transformer import Transformer
 from keras_transformer.training import callbacks as callbacks_lib
+from keras_transformer.training import host_memory
 from keras_transformer.training import strategies
 from keras_transformer.training.config import TrainConfig
 from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
@@ -93,6 +94,7 @@ def train(config, log=print):
     if isinstance(config, dict):
         config = TrainConfig.from_dict(config)
     keras.utils.set_random_seed(config.seed)
+    host_memory.retain_freed_memory()
     policy = set_precision(config.mixed_precision)
     strategy = strategies.get_strategy(config.strategy, config.devices)
     worker_index, is_chief = strategies.worker_info()
