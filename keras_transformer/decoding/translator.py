@@ -64,12 +64,27 @@ class Translator(tf.Module):
     def _search(self, context, beam_size):
         batch = tf.shape(context)[0]
         state = self.model.init_decoding_state(context, self.max_output_length)
+        # The encoder's keys, values and mask are the same for every beam of
+        # a row and never change: the step closes over them (tiled once)
+        # instead of the search carrying and reordering them at every step.
+        constant = {key: value for key, value in state.items() if key != "cache"}
+        if beam_size > 1:
+            constant = tf.nest.map_structure(
+                lambda t: tf.repeat(t, beam_size, axis=0), constant
+            )
+
+        def step(ids, index, loop_state):
+            logits, new_state = self.model.decode_step(
+                ids, index, {**constant, "cache": loop_state["cache"]}
+            )
+            return logits, {"cache": new_state["cache"]}
+
         start = tf.fill([batch], START_ID)
         search = greedy_search if beam_size == 1 else beam_search
         kwargs = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)
         if beam_size > 1:
             kwargs["beam_size"] = beam_size
-        return search(self.model.decode_step, start, state, **kwargs)
+        return search(step, start, {"cache": state["cache"]}, **kwargs)
 
     def _detokenize(self, sequences):
         """`[batch, beams, length]` ids -> `[batch, beams]` strings."""

@@ -19,9 +19,11 @@ def _write_cache(cache, index, new):
     models must run in TensorFlow Serving without it.
     """
     max_length = ops.shape(cache)[2]
-    step = ops.shape(new)[2]
     positions = ops.arange(max_length, dtype="int32")  # [max_length]
     index = ops.cast(index, "int32")
+    if new.shape[2] == 1:  # incremental decoding: broadcast, no gather
+        return ops.where((positions == index)[None, None, :, None, None], new, cache)
+    step = ops.shape(new)[2]
     in_window = ops.logical_and(positions >= index, positions < index + step)
     source = ops.clip(positions - index, 0, step - 1)
     placed = ops.take(new, source, axis=2)  # [batch, 2, max_length, heads, dim]
@@ -92,8 +94,8 @@ class MultiHeadAttention(keras.layers.Layer):
     Cache: `init_cache(batch_size, max_length)` returns a zero tensor
     `[batch, 2, max_length, num_heads, key_dim]` (index 0 holds keys, 1
     values). Called with `cache` and `cache_index`, the layer projects the new
-    `value`/`key` positions, writes them at `cache_index` with
-    `slice_update`, and attends over the cache causally: query `i` sees cache
+    `value`/`key` positions, writes them at `cache_index`, and attends over
+    the cache causally: query `i` sees cache
     positions `<= cache_index + i`. Called with `cache` and no `cache_index`,
     the cache is read as precomputed keys and values (cross-attention, see
     `precompute_cache`) and is not changed. With a cache the call returns
@@ -302,6 +304,13 @@ class MultiHeadAttention(keras.layers.Layer):
         )
 
         q = ops.multiply(q, ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype))
+        if cache is not None and query.shape[1] == 1:
+            context, scores = self._attend_one_query(
+                q, k, v, mask, return_attention_scores, training
+            )
+            output = self._output_dense(context)
+            results = (output, scores) if return_attention_scores else (output,)
+            return results + (cache,)
         # [batch, heads, query_length, key_length]
         logits = ops.cast(ops.einsum("aecd,abcd->acbe", k, q), "float32")
         if mask is not None:
@@ -324,6 +333,43 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None:
             results += (cache,)
         return results[0] if len(results) == 1 else results
+
+    def _attend_one_query(self, q, k, v, mask, return_attention_scores, training):
+        """Attention of a single query position over a cache.
+
+        The same numbers as the general path, in elementwise products and
+        sums over the cache axis. Decoding runs this once per generated
+        token on tiny tensors, where the general path's einsums (transposes
+        and batched matmuls) and softmax cost far more in per-op overhead
+        than in arithmetic, especially as oneDNN kernels.
+
+        Args:
+            q: scaled queries `[batch, 1, heads, key_dim]`.
+            k, v: `[batch, key_length, heads, key_dim]`.
+            mask: merged mask `[batch or 1, 1, key_length]` or None.
+
+        Returns:
+            `(context [batch, 1, heads, value_dim], scores)`, scores
+            `[batch, heads, 1, key_length]` when requested, else None.
+        """
+        logits = ops.sum(ops.cast(k, "float32") * ops.cast(q, "float32"), axis=-1)
+        # logits: [batch, key_length, heads]; the softmax runs over axis 1.
+        if mask is not None:
+            mask = ops.expand_dims(mask[:, 0, :], -1)  # [batch, key_length, 1]
+            logits = ops.where(mask, logits, _LARGE_NEGATIVE)
+        weights = ops.exp(logits - ops.max(logits, axis=1, keepdims=True))
+        weights = weights / ops.sum(weights, axis=1, keepdims=True)
+        if mask is not None and (return_attention_scores or self.dropout > 0.0):
+            weights = ops.where(mask, weights, 0.0)  # as the general path
+        weights = ops.cast(weights, self.compute_dtype)
+        scores = None
+        if return_attention_scores:
+            scores = ops.expand_dims(ops.transpose(weights, (0, 2, 1)), 2)
+        dropped = ops.cast(self._dropout_layer(weights, training=training), "float32")
+        # [batch, key_length, heads, 1] * [batch, key_length, heads, value_dim]
+        context = ops.sum(ops.expand_dims(dropped, -1) * ops.cast(v, "float32"), axis=1)
+        context = ops.cast(ops.expand_dims(context, 1), self.compute_dtype)
+        return context, scores
 
     def compute_output_shape(
         self, query_shape, value_shape, key_shape=None, **kwargs

@@ -222,6 +222,41 @@ def test_cross_attention_cache_is_computed_once_and_reused(rng):
     np.testing.assert_allclose(out_again, expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("case_name", ["none", "query", "value", "both", "explicit", "all"])
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+def test_single_query_cached_path_matches_general_path(rng, case_name, dropout, policy):
+    """Decoding's one-query path (elementwise) agrees with the einsum path."""
+    case = MASK_CASES[case_name]
+    keras.config.set_dtype_policy(policy)
+    try:
+        layer = MultiHeadAttention(HEADS, KEY_DIM, dropout=dropout)
+        memory = rng.normal(size=(BATCH, TK, DIM)).astype("float32")
+        layer(memory[:, :1], memory)
+        layer.set_weights([rng.normal(size=w.shape) * 0.5 for w in layer.get_weights()])
+        cache = layer.precompute_cache(memory)
+        atol = 1e-5 if policy == "float32" else 2e-2
+        for position in range(TQ):
+            query = rng.normal(size=(BATCH, 1, DIM)).astype("float32")
+            qmask = _padding(case["query"], TQ)[:, position : position + 1] if "query" in case else None
+            vmask = _padding(case["value"], TK) if "value" in case else None
+            explicit = rng.random((BATCH, 1, TK)) > 0.5 if case.get("explicit") else None
+            args = dict(attention_mask=explicit, query_mask=qmask, value_mask=vmask,
+                        return_attention_scores=True)
+            expected, expected_scores = layer(query, memory, **args)
+            out, scores, _ = layer(query, memory, cache=cache, **args)
+            np.testing.assert_allclose(np.float32(out), np.float32(expected), atol=atol)
+            np.testing.assert_allclose(np.float32(scores), np.float32(expected_scores), atol=atol)
+            plain = layer(query, memory, cache=cache, attention_mask=explicit,
+                          query_mask=qmask, value_mask=vmask)[0]
+            expected = layer(query, memory, attention_mask=explicit,
+                             query_mask=qmask, value_mask=vmask)
+            np.testing.assert_allclose(np.float32(plain), np.float32(expected), atol=atol)
+            assert np.all(np.isfinite(np.float32(plain)))
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
 @pytest.mark.parametrize(
     "kwargs,match",
     [
