@@ -68,6 +68,10 @@ class Translator(tf.Module):
         # a row and never change: the step closes over them (tiled once)
         # instead of the search carrying and reordering them at every step.
         constant = {key: value for key, value in state.items() if key != "cache"}
+        # Per-layer caches: the decoder then neither slices nor restacks the
+        # whole cache at every step.
+        constant["cross_cache"] = tuple(tf.unstack(constant["cross_cache"], axis=1))
+        cache = tuple(tf.unstack(state["cache"], axis=1))
         if beam_size > 1:
             constant = tf.nest.map_structure(
                 lambda t: tf.repeat(t, beam_size, axis=0), constant
@@ -84,7 +88,7 @@ class Translator(tf.Module):
         kwargs = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)
         if beam_size > 1:
             kwargs["beam_size"] = beam_size
-        return search(step, start, {"cache": state["cache"]}, **kwargs)
+        return search(step, start, {"cache": cache}, **kwargs)
 
     def _detokenize(self, sequences):
         """`[batch, beams, length]` ids -> `[batch, beams]` strings."""

@@ -7,6 +7,14 @@ from keras_transformer.layers import _blocks
 from keras_transformer.layers.decoder_block import DecoderBlock
 
 
+def _layer_cache(cache, index):
+    if cache is None:
+        return None
+    if isinstance(cache, (list, tuple)):
+        return cache[index]
+    return cache[:, index]
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Decoder(_blocks.BlockLayer):
     """`num_layers` `DecoderBlock`s, with a final layer norm when pre-norm.
@@ -15,7 +23,11 @@ class Decoder(_blocks.BlockLayer):
     search can tile and reorder them as one piece of state:
     self-attention `[batch, num_layers, 2, max_length, heads, head_dim]` from
     `init_cache`, cross-attention `[batch, num_layers, 2, source_length,
-    heads, head_dim]` from `precompute_cross_cache`.
+    heads, head_dim]` from `precompute_cross_cache`. Either may also be a
+    list (or tuple) of the blocks' caches, e.g. `ops.unstack(cache, axis=1)`,
+    and the self-attention cache is then returned as a list (tuple): a
+    decoding loop that carries it so saves slicing and restacking the whole
+    cache at every step.
 
     Args:
         num_layers: number of blocks.
@@ -108,8 +120,8 @@ class Decoder(_blocks.BlockLayer):
                 inputs_mask=inputs_mask,
                 encoder_outputs_mask=encoder_outputs_mask,
                 attention_mask=attention_mask,
-                self_attention_cache=None if cache is None else cache[:, i],
-                cross_attention_cache=None if cross_cache is None else cross_cache[:, i],
+                self_attention_cache=_layer_cache(cache, i),
+                cross_attention_cache=_layer_cache(cross_cache, i),
                 cache_index=cache_index,
                 training=training,
             )
@@ -120,9 +132,11 @@ class Decoder(_blocks.BlockLayer):
                 new_caches.append(block_cache)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        if cache is not None:
-            return x, ops.stack(new_caches, axis=1)
-        return x
+        if cache is None:
+            return x
+        if isinstance(cache, (list, tuple)):
+            return x, type(cache)(new_caches)
+        return x, ops.stack(new_caches, axis=1)
 
     def get_config(self):
         return {**super().get_config(), "num_layers": self.num_layers}

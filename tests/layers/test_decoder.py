@@ -4,8 +4,9 @@ import pytest
 from keras_transformer.layers import Decoder
 
 
+@pytest.mark.parametrize("layout", ["stacked", "list", "tuple"])
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_stacked_cache_equals_full_pass(rng, norm_first):
+def test_cache_equals_full_pass(rng, norm_first, layout):
     decoder = Decoder(2, 16, 4, 32, dropout=0.0, norm_first=norm_first)
     x = rng.normal(size=(3, 6, 16)).astype("float32")
     memory = rng.normal(size=(3, 5, 16)).astype("float32")
@@ -15,10 +16,17 @@ def test_stacked_cache_equals_full_pass(rng, norm_first):
     assert tuple(cache.shape) == (3, 2, 2, 8, 4, 4)
     cross = decoder.precompute_cross_cache(memory)
     assert tuple(cross.shape) == (3, 2, 2, 5, 4, 4)
+    if layout != "stacked":  # the blocks' caches, one tensor each
+        container = list if layout == "list" else tuple
+        cache = container(np.moveaxis(np.asarray(cache), 1, 0))
+        cross = container(np.moveaxis(np.asarray(cross), 1, 0))
     for i in range(6):
         out, cache = decoder(x[:, i : i + 1], None, encoder_outputs_mask=spad,
                              cache=cache, cross_cache=cross, cache_index=i)
         np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+        if layout != "stacked":
+            assert type(cache) is container and len(cache) == 2
+            assert tuple(cache[0].shape) == (3, 2, 8, 4, 4)
 
 
 def test_config_round_trip():
