@@ -4,7 +4,8 @@ One training step (batch 64, source and target length 32, vocab 8000) of
 the same architecture (3+3 layers, d_model 256, 4 heads, dff 1024, post-norm)
 built from this package and from keras-hub's TransformerEncoder /
 TransformerDecoder, with and without `jit_compile`, in float32 and under
-`mixed_bfloat16`. Reports target tokens per second and the model-FLOPs
+`mixed_bfloat16`. Reports target tokens per second (median step time, the
+eight configurations taking turns step by step) and the model-FLOPs
 utilization against the matmul peak measured here.
 
     .venv/bin/pip install keras-hub   # for the comparison only
@@ -74,7 +75,8 @@ def keras_hub_model():
     return keras.Model((context, target), logits)
 
 
-def measure(build, policy, jit, steps):
+def prepare(build, policy, jit):
+    """Builds and compiles one model, runs 3 warm-up steps, returns its step."""
     from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
 
     keras.config.set_dtype_policy(policy)
@@ -82,18 +84,30 @@ def measure(build, policy, jit, steps):
     model = build()
     model.compile(optimizer=keras.optimizers.Adam(1e-4), jit_compile=jit,
                   loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.1))
+    keras.config.set_dtype_policy("float32")
     rng = np.random.default_rng(0)
     context = rng.integers(1, VOCAB, (BATCH, LENGTH)).astype("int32")
     target = rng.integers(1, VOCAB, (BATCH, LENGTH + 1)).astype("int32")
     x, y = (context, target[:, :-1]), target[:, 1:]
     for _ in range(3):
         model.train_on_batch(x, y)
-    start = time.perf_counter()
-    for _ in range(steps):
-        model.train_on_batch(x, y)
-    seconds = (time.perf_counter() - start) / steps
-    keras.config.set_dtype_policy("float32")
-    return seconds
+    return lambda: model.train_on_batch(x, y)
+
+
+def measure_interleaved(steps_by_config, rounds):
+    """Median step time of each config, the configs taking turns each round.
+
+    Taking turns spreads any slow phase of a shared machine over every
+    config alike, so that the ratios stay honest when the absolute times
+    drift.
+    """
+    times = {config: [] for config in steps_by_config}
+    for _ in range(rounds):
+        for config, step in steps_by_config.items():
+            start = time.perf_counter()
+            step()
+            times[config].append(time.perf_counter() - start)
+    return {config: float(np.median(t)) for config, t in times.items()}
 
 
 def main():
@@ -107,17 +121,22 @@ def main():
     args = parser.parse_args()
     peaks = {"float32": matmul_peak(tf.float32), "mixed_bfloat16": matmul_peak(tf.bfloat16)}
     flops = model_flops_per_step()
-    rows = []
+    builders = (("keras_transformer", ours), ("keras_hub", keras_hub_model))
+    steps = {}
     for policy in ("float32", "mixed_bfloat16"):
         for jit in (False, True):
-            for name, build in (("keras_transformer", ours), ("keras_hub", keras_hub_model)):
-                seconds = measure(build, policy, jit, args.steps)
-                tokens = BATCH * LENGTH / seconds
-                mfu = flops / seconds / peaks[policy]
-                rows.append(dict(model=name, policy=policy, jit_compile=jit, step_ms=seconds * 1000,
-                                 target_tokens_per_s=tokens, mfu=mfu))
-                print(f"{name:18s} {policy:15s} jit={jit!s:5s} {seconds * 1000:8.1f} ms/step "
-                      f"{tokens:9.0f} tok/s  MFU {mfu:6.1%}", flush=True)
+            for name, build in builders:
+                steps[(name, policy, jit)] = prepare(build, policy, jit)
+                print(f"prepared {name} {policy} jit={jit}", flush=True)
+    seconds_by = measure_interleaved(steps, args.steps)
+    rows = []
+    for (name, policy, jit), seconds in seconds_by.items():
+        tokens = BATCH * LENGTH / seconds
+        mfu = flops / seconds / peaks[policy]
+        rows.append(dict(model=name, policy=policy, jit_compile=jit, step_ms=seconds * 1000,
+                         target_tokens_per_s=tokens, mfu=mfu))
+        print(f"{name:18s} {policy:15s} jit={jit!s:5s} {seconds * 1000:8.1f} ms/step "
+              f"{tokens:9.0f} tok/s  MFU {mfu:6.1%}", flush=True)
     print(f"\nmatmul peak: float32 {peaks['float32'] / 1e12:.2f} TFLOP/s, "
           f"bfloat16 {peaks['mixed_bfloat16'] / 1e12:.2f} TFLOP/s; {flops / 1e9:.1f} GFLOP/step; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores")

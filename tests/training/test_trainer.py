@@ -4,8 +4,6 @@ import os
 import signal
 import time
 
-import pytest
-
 from tests.training.conftest import TINY, cli
 
 
