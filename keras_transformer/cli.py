@@ -27,6 +27,8 @@ def _train_parser(sub):
             kind = type(value) if value is not None else str
             if field == "steps_per_epoch":
                 kind = int
+            elif field == "time_limit_minutes":
+                kind = float
             p.add_argument(flag, type=kind, default=None, help=f"default: {value}")
     p.set_defaults(run_command=_train)
 

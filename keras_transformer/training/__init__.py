@@ -5,12 +5,14 @@ from keras_transformer.training.losses import MaskedSparseCategoricalCrossentrop
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.run_directory import RunDirectory, load_run
 from keras_transformer.training.schedules import WarmupSchedule
+from keras_transformer.training.time_limit import TimeLimit
 from keras_transformer.training.trainer import build_model, set_precision, train
 
 __all__ = [
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
     "RunDirectory",
+    "TimeLimit",
     "TrainConfig",
     "WarmupSchedule",
     "build_model",

@@ -4,6 +4,8 @@ import os
 
 import keras
 
+from keras_transformer.training.time_limit import TimeLimit
+
 
 class _StatusLine(keras.callbacks.Callback):
     """Prints where a run starts (fresh or resumed) for people and logs."""
@@ -16,7 +18,8 @@ class _StatusLine(keras.callbacks.Callback):
 
 
 def make_callbacks(run, config, has_validation, is_chief=True, worker_index=0):
-    """TensorBoard, best-weights checkpoint, BackupAndRestore, NaN guard, CSV.
+    """TensorBoard, best-weights checkpoint, BackupAndRestore, NaN guard, CSV,
+    and the time limit when the config sets one.
 
     Args:
         run: the `RunDirectory`.
@@ -39,6 +42,8 @@ def make_callbacks(run, config, has_validation, is_chief=True, worker_index=0):
         keras.callbacks.TerminateOnNaN(),
         _StatusLine(),
     ]
+    if config.time_limit_minutes is not None:
+        callbacks.append(TimeLimit(config.time_limit_minutes))
     if is_chief:
         callbacks += [
             keras.callbacks.TensorBoard(run.logs, update_freq="epoch"),

@@ -23,6 +23,9 @@ class TrainConfig:
         epochs: passes over the data, or over `steps_per_epoch` steps.
         steps_per_epoch: batches per epoch (the data repeats); None for
             full passes.
+        time_limit_minutes: stop at the first step past this wall-clock
+            budget of the training loop (see `TimeLimit`); None for no
+            limit. Not with `multi_worker`.
         batch_tokens: token budget of a batch.
         max_length: longest framed sequence; longer pairs are handled
             by `length_policy`.
@@ -49,6 +52,7 @@ class TrainConfig:
     model_overrides: dict = dataclasses.field(default_factory=dict)
     epochs: int = 10
     steps_per_epoch: int | None = None
+    time_limit_minutes: float | None = None
     batch_tokens: int = 4096
     max_length: int = 128
     length_policy: str = "filter"
@@ -80,6 +84,16 @@ class TrainConfig:
                 raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
         if self.steps_per_epoch is not None and self.steps_per_epoch <= 0:
             raise ValueError(f"`steps_per_epoch` must be positive. Received: steps_per_epoch={self.steps_per_epoch!r}")
+        if self.time_limit_minutes is not None:
+            value = self.time_limit_minutes
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(
+                    f"`time_limit_minutes` must be a positive number. Received: time_limit_minutes={value!r}"
+                )
+            if self.strategy == "multi_worker":
+                # Each worker would stop on its own clock, at different steps,
+                # and the others would wait for it in the all-reduce forever.
+                raise ValueError("`time_limit_minutes` cannot be used with strategy='multi_worker'")
         if self.length_policy not in ("filter", "truncate"):
             raise ValueError(f"`length_policy` must be filter or truncate. Received: {self.length_policy!r}")
         if self.batch_tokens < self.max_length:
