@@ -51,7 +51,7 @@ def _evaluate(args):
     from keras_transformer.data.sources import read_parallel_files
     from keras_transformer.training import load_run
 
-    model, source_tok, target_tok, _ = load_run(args.run)
+    model, source_tok, target_tok, _ = load_run(args.run, weights=args.weights)
     translator = Translator(model, source_tok, target_tok, beam_size=args.beam_size,
                             alpha=args.alpha, max_output_length=args.max_length)
     sources, references, stats = read_parallel_files(args.source, args.reference)
@@ -61,10 +61,18 @@ def _evaluate(args):
     print(scores.describe())
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({**scores.as_dict(), "beam_size": args.beam_size, "run": args.run}, f, indent=2)
+            json.dump({**scores.as_dict(), "beam_size": args.beam_size, "run": args.run,
+                       "weights": args.weights}, f, indent=2)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.writelines(h + "\n" for h in hypotheses)
+
+
+def _average(args):
+    from keras_transformer.training import average_checkpoints
+
+    _, epochs = average_checkpoints(args.run, last=args.last)
+    print(f"Averaged epochs {', '.join(map(str, epochs))} into {os.path.join(args.run, 'averaged.weights.h5')}")
 
 
 def _plot(args):
@@ -77,7 +85,8 @@ def _plot(args):
 def _export(args):
     from keras_transformer.export import export_run
 
-    path = export_run(args.run, args.export_base, version=args.version, beam_size=args.beam_size,
+    path = export_run(args.run, args.export_base, version=args.version, weights=args.weights,
+                      beam_size=args.beam_size,
                       alpha=args.alpha, max_length=args.max_length)
     print(path)
 
@@ -117,6 +126,11 @@ def _tune(args):
     run_search(options)
 
 
+def _add_weights_flag(p):
+    p.add_argument("--weights", choices=("auto", "averaged", "best", "final"), default="auto",
+                   help="which weights of the run (auto: averaged if present, else best)")
+
+
 def _add_decoding_flags(p):
     p.add_argument("--beam-size", type=int, default=4)
     p.add_argument("--alpha", type=float, default=0.6)
@@ -132,11 +146,17 @@ def build_parser():
     p.add_argument("--run", required=True)
     p.add_argument("--source", required=True)
     p.add_argument("--reference", required=True)
+    _add_weights_flag(p)
     _add_decoding_flags(p)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--json", help="also write the scores here as JSON")
     p.add_argument("--output", help="write the translations here")
     p.set_defaults(run_command=_evaluate)
+
+    p = sub.add_parser("average", help="average a run's last epoch weights (checkpoint averaging)")
+    p.add_argument("--run", required=True)
+    p.add_argument("--last", type=int, default=5, help="how many of the newest kept epochs")
+    p.set_defaults(run_command=_average)
 
     p = sub.add_parser("plot", help="PNG curves of a run and its learning-rate schedule")
     p.add_argument("--run", required=True)
@@ -147,6 +167,7 @@ def build_parser():
     p.add_argument("--run", required=True)
     p.add_argument("--export-base", required=True)
     p.add_argument("--version", type=int)
+    _add_weights_flag(p)
     _add_decoding_flags(p)
     p.set_defaults(run_command=_export)
 

@@ -126,9 +126,13 @@ def export_version(model, source_tokenizer, target_tokenizer, export_base, versi
     return final
 
 
-def export_run(run_path, export_base, version=None, **kwargs):
-    """Exports the best weights of a training run; see `export_version`."""
+def export_run(run_path, export_base, version=None, weights="auto", **kwargs):
+    """Exports a training run; see `export_version`.
+
+    `weights` picks which of the run's weights (see `load_run`): by
+    default the averaged ones when the run has them, else the best.
+    """
     from keras_transformer.training.run_directory import load_run
 
-    model, source_tokenizer, target_tokenizer, _ = load_run(run_path)
+    model, source_tokenizer, target_tokenizer, _ = load_run(run_path, weights=weights)
     return export_version(model, source_tokenizer, target_tokenizer, export_base, version, **kwargs)

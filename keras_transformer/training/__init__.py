@@ -1,6 +1,8 @@
 """Training: schedules, losses, metrics, callbacks, strategies and the fit loop."""
 
+from keras_transformer.training.averaging import average_checkpoints, average_weights
 from keras_transformer.training.config import TrainConfig
+from keras_transformer.training.epoch_weights import EpochWeights
 from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.run_directory import RunDirectory, load_run
@@ -9,12 +11,15 @@ from keras_transformer.training.time_limit import TimeLimit
 from keras_transformer.training.trainer import build_model, set_precision, train
 
 __all__ = [
+    "EpochWeights",
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
     "RunDirectory",
     "TimeLimit",
     "TrainConfig",
     "WarmupSchedule",
+    "average_checkpoints",
+    "average_weights",
     "build_model",
     "load_run",
     "set_precision",

@@ -4,6 +4,7 @@ import os
 
 import keras
 
+from keras_transformer.training.epoch_weights import EpochWeights
 from keras_transformer.training.time_limit import TimeLimit
 
 
@@ -19,7 +20,8 @@ class _StatusLine(keras.callbacks.Callback):
 
 def make_callbacks(run, config, has_validation, is_chief=True, worker_index=0):
     """TensorBoard, best-weights checkpoint, BackupAndRestore, NaN guard, CSV,
-    and the time limit when the config sets one.
+    and, when the config sets them, the time limit and the epoch weights
+    kept for averaging.
 
     Args:
         run: the `RunDirectory`.
@@ -55,4 +57,6 @@ def make_callbacks(run, config, has_validation, is_chief=True, worker_index=0):
                 save_weights_only=True,
             ),
         ]
+        if config.average_last:
+            callbacks.append(EpochWeights(run.epoch_weights, keep=config.average_last))
     return callbacks

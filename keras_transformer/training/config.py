@@ -26,6 +26,9 @@ class TrainConfig:
         time_limit_minutes: stop at the first step past this wall-clock
             budget of the training loop (see `TimeLimit`); None for no
             limit. Not with `multi_worker`.
+        average_last: keep the weights of the last N epochs and, at the
+            end of training, write their average (`averaged.weights.h5`),
+            which `load_run`, `evaluate` and `export` then use; 0 for none.
         batch_tokens: token budget of a batch.
         max_length: longest framed sequence; longer pairs are handled
             by `length_policy`.
@@ -53,6 +56,7 @@ class TrainConfig:
     epochs: int = 10
     steps_per_epoch: int | None = None
     time_limit_minutes: float | None = None
+    average_last: int = 0
     batch_tokens: int = 4096
     max_length: int = 128
     length_policy: str = "filter"
@@ -82,6 +86,10 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+        if isinstance(self.average_last, bool) or not isinstance(self.average_last, int) or self.average_last < 0:
+            raise ValueError(
+                f"`average_last` must be an int >= 0. Received: average_last={self.average_last!r}"
+            )
         if self.steps_per_epoch is not None and self.steps_per_epoch <= 0:
             raise ValueError(f"`steps_per_epoch` must be positive. Received: steps_per_epoch={self.steps_per_epoch!r}")
         if self.time_limit_minutes is not None:

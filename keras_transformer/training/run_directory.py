@@ -18,6 +18,8 @@ class RunDirectory:
       tokenizers/source.model, target.model (+ .vocab)
       best.weights.h5        best weights by validation loss
       final.weights.h5       weights at the end of training
+      epochs/                the last epochs' weights (with `average_last`)
+      averaged.weights.h5    their average, and averaged.json (which epochs)
       history.csv            one row per epoch
       logs/                  TensorBoard
       backup/                BackupAndRestore state, for resuming
@@ -37,6 +39,9 @@ class RunDirectory:
     target_tokenizer = property(lambda self: self.join("tokenizers", "target.model"))
     best_weights = property(lambda self: self.join("best.weights.h5"))
     final_weights = property(lambda self: self.join("final.weights.h5"))
+    epoch_weights = property(lambda self: self.join("epochs"))
+    averaged_weights = property(lambda self: self.join("averaged.weights.h5"))
+    averaged_info = property(lambda self: self.join("averaged.json"))
     history = property(lambda self: self.join("history.csv"))
     logs = property(lambda self: self.join("logs"))
     backup = property(lambda self: self.join("backup"))
@@ -57,17 +62,11 @@ class RunDirectory:
             return json.load(f)
 
 
-def load_run(path, weights="best"):
-    """Loads a trained run for inference.
+WEIGHTS = ("auto", "averaged", "best", "final")
 
-    Args:
-        path: the run directory.
-        weights: `"best"` (falls back to final) or `"final"`.
 
-    Returns:
-        `(model, source_tokenizer, target_tokenizer, config_dict)`.
-    """
-    run = RunDirectory(path)
+def build_run_model(run):
+    """The run's Transformer, built from `model_config.json`, in float32."""
     if not os.path.exists(run.model_config):
         raise FileNotFoundError(
             f"{run.path} is not a training run: {run.model_config} is missing"
@@ -76,7 +75,31 @@ def load_run(path, weights="best"):
     model_config.pop("dtype", None)  # inference runs in float32
     model = Transformer.from_config(model_config)
     model.build(((None, None), (None, None)))
-    candidates = [run.best_weights, run.final_weights] if weights == "best" else [run.final_weights]
+    return model
+
+
+def load_run(path, weights="auto"):
+    """Loads a trained run for inference.
+
+    Args:
+        path: the run directory.
+        weights: `"auto"` (the averaged weights when the run has them,
+            else the best, else the final), `"averaged"`, `"best"` (falls
+            back to final) or `"final"`.
+
+    Returns:
+        `(model, source_tokenizer, target_tokenizer, config_dict)`.
+    """
+    if weights not in WEIGHTS:
+        raise ValueError(f"`weights` must be one of {WEIGHTS}. Received: weights={weights!r}")
+    run = RunDirectory(path)
+    model = build_run_model(run)
+    candidates = {
+        "auto": [run.averaged_weights, run.best_weights, run.final_weights],
+        "averaged": [run.averaged_weights],
+        "best": [run.best_weights, run.final_weights],
+        "final": [run.final_weights],
+    }[weights]
     for candidate in candidates:
         if os.path.exists(candidate):
             model.load_weights(candidate)

@@ -9,6 +9,7 @@ import tensorflow as tf
 from keras_transformer.data import pipeline, sources
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.models.transformer import Transformer
+from keras_transformer.training import averaging
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import host_memory
 from keras_transformer.training import strategies
@@ -159,4 +160,21 @@ def train(config, log=print):
     if is_chief and not os.path.exists(run.best_weights):
         model.save_weights(run.best_weights)
     log(f"Saved {weights_path}")
+    if is_chief and config.average_last:
+        _average(run, config, model, valid_batches, log)
     return model, history
+
+
+def _average(run, config, model, valid_batches, log):
+    """Averages the kept epochs into the run, and says how it validates."""
+    averaged, epochs = averaging.average_checkpoints(run.path, last=config.average_last)
+    model.set_weights(averaged.get_weights())
+    log(f"Averaged the weights of epochs {epochs[0]}-{epochs[-1]} into {run.averaged_weights}")
+    if valid_batches is None:
+        return
+    # The same metrics as the epochs' validation, so the two read alike.
+    scores = model.evaluate(valid_batches, verbose=0, return_dict=True)
+    info = run.read_json(run.averaged_info)
+    info.update({f"val_{k}": float(v) for k, v in scores.items()})
+    run.write_json(run.averaged_info, info)
+    log("Averaged weights: " + ", ".join(f"val_{k} {v:.4f}" for k, v in scores.items()))
