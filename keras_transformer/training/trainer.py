@@ -90,7 +90,8 @@ def train(config, log=print):
         log: where progress lines go.
 
     Returns:
-        `(model, history)`, the trained model and the `keras.callbacks.History`.
+        `(model, history)`, the trained model (holding the averaged weights
+        when `average_last` is set) and the `keras.callbacks.History`.
     """
     if isinstance(config, dict):
         config = TrainConfig.from_dict(config)

@@ -4,6 +4,9 @@ import os
 import signal
 import time
 
+import numpy as np
+
+from keras_transformer.training.run_directory import RunDirectory, build_run_model, load_run
 from tests.training.conftest import TINY, cli
 
 
@@ -17,15 +20,19 @@ def test_train_evaluate_and_plot(parallel_files, tmp_path):
     dataset = f"parallel:{parallel_files['train.en']},{parallel_files['train.de']}"
     valid = f"parallel:{parallel_files['test.en']},{parallel_files['test.de']}"
     proc = cli("train", "--dataset", dataset, "--valid", valid, "--output-dir", run,
-               "--epochs", "2", "--steps-per-epoch", "15", *TINY)
+               "--epochs", "3", "--steps-per-epoch", "10", "--average-last", "2", *TINY)
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-3000:]
     assert "Length filter:" in out and "Training pairs: 1000" in out
+    assert "Averaged the weights of epochs 2-3" in out
+    assert sorted(os.listdir(os.path.join(run, "epochs"))) == ["epoch_0002.weights.h5", "epoch_0003.weights.h5"]
+    averaged = json.load(open(os.path.join(run, "averaged.json")))
+    assert averaged["epochs"] == [2, 3] and averaged["val_loss"] > 0
     for name in ("config.json", "model_config.json", "tokenizers/source.model", "tokenizers/target.model",
                  "tokenizers/target.vocab", "best.weights.h5", "final.weights.h5", "history.csv", "data_stats.json"):
         assert os.path.exists(os.path.join(run, name)), name
     assert os.listdir(os.path.join(run, "logs"))  # TensorBoard
-    assert _history_epochs(run) == [0, 1]
+    assert _history_epochs(run) == [0, 1, 2]
 
     report = str(tmp_path / "scores.json")
     proc = cli("evaluate", "--run", run, "--source", parallel_files["test.en"],
@@ -36,7 +43,26 @@ def test_train_evaluate_and_plot(parallel_files, tmp_path):
     assert "BLEU = " in out and "chrF = " in out and "nrefs:1|case:mixed" in out
     scores = json.load(open(report))
     assert 0.0 <= scores["bleu"] <= 100.0 and scores["sentences"] == 40
+    assert scores["weights"] == "auto"
     assert len(open(tmp_path / "hyp.txt", encoding="utf-8").read().splitlines()) == 40
+
+    # Re-averaging the last epoch alone gives that epoch's weights; `best`
+    # still decodes with the best checkpoint.
+    proc = cli("average", "--run", run, "--last", "1")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "Averaged epochs 3 into" in out, out[-3000:]
+    averaged_model = load_run(run, weights="averaged")[0]
+    last_epoch = build_run_model(RunDirectory(run))
+    last_epoch.load_weights(os.path.join(run, "epochs", "epoch_0003.weights.h5"))
+    for got, want in zip(averaged_model.get_weights(), last_epoch.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert json.load(open(os.path.join(run, "averaged.json")))["epochs"] == [3]
+    proc = cli("evaluate", "--run", run, "--source", parallel_files["test.en"],
+               "--reference", parallel_files["test.de"], "--beam-size", "1", "--weights", "best",
+               "--json", report)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    assert json.load(open(report))["weights"] == "best"
 
     proc = cli("plot", "--run", run)
     out, _ = proc.communicate(timeout=300)
