@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from keras_transformer._validation import check_positive_int
+
 # Stands for log(0) without producing NaN in sums.
 NEG_INF = -1.0e9
 
@@ -13,8 +15,7 @@ def length_penalty(length, alpha):
 
 def check_arguments(beam_size, max_length, end_id, alpha):
     for name, value in (("beam_size", beam_size), ("max_length", max_length)):
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+        check_positive_int(name, value)
     if not isinstance(end_id, int) or end_id < 0:
         raise ValueError(f"`end_id` must be a non-negative int. Received: end_id={end_id!r}")
     if not alpha >= 0:

@@ -2,16 +2,15 @@
 
 import keras
 
+from keras_transformer._validation import check_positive_int
+
 # Layer norm epsilon of tensor2tensor and the reference implementations.
 LAYER_NORM_EPSILON = 1e-6
 
 
 def validate_block_args(d_model, num_heads, dff, dropout):
     for name, value in (("d_model", d_model), ("num_heads", num_heads), ("dff", dff)):
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(
-                f"`{name}` must be a positive int. Received: {name}={value!r}"
-            )
+        check_positive_int(name, value)
     if d_model % num_heads:
         raise ValueError(
             "`d_model` must be divisible by `num_heads`. Received: "
@@ -85,5 +84,4 @@ class BlockLayer(keras.layers.Layer):
 
 
 def check_num_layers(num_layers):
-    if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers <= 0:
-        raise ValueError(f"`num_layers` must be a positive int. Received: num_layers={num_layers!r}")
+    check_positive_int("num_layers", num_layers)

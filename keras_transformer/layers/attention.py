@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer._validation import check_positive_int
 from keras_transformer.layers import masking
 
 # Added to the logits of masked keys before the softmax, which runs in float32.
@@ -63,13 +64,6 @@ class _Projection(keras.layers.EinsumDense):
             # its bias into a oneDNN inner product that does not use AMX.
             x = x + ops.cast(self.bias, self.compute_dtype)
         return x
-
-
-def _check_positive_int(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(
-            f"`{name}` must be a positive int. Received: {name}={value!r}"
-        )
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -148,10 +142,10 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("num_heads", num_heads)
-        _check_positive_int("key_dim", key_dim)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("key_dim", key_dim)
         if value_dim is not None:
-            _check_positive_int("value_dim", value_dim)
+            check_positive_int("value_dim", value_dim)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(
                 f"`dropout` must be in [0, 1). Received: dropout={dropout!r}"

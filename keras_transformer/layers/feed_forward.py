@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_transformer._validation import check_positive_int
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class FeedForward(keras.layers.Layer):
@@ -34,10 +36,7 @@ class FeedForward(keras.layers.Layer):
     def __init__(self, d_model, dff, dropout=0.1, activation="relu", **kwargs):
         super().__init__(**kwargs)
         for name, value in (("d_model", d_model), ("dff", dff)):
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(
-                    f"`{name}` must be a positive int. Received: {name}={value!r}"
-                )
+            check_positive_int(name, value)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(
                 f"`dropout` must be in [0, 1). Received: dropout={dropout!r}"

@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_transformer._validation import check_positive_int
 from keras_transformer.layers.position_encoding import sinusoidal_position_encoding
 
 _ENCODINGS = ("sinusoidal", "learned")
@@ -60,10 +61,7 @@ class PositionalEmbedding(keras.layers.Layer):
             ("d_model", d_model),
             ("max_length", max_length),
         ):
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(
-                    f"`{name}` must be a positive int. Received: {name}={value!r}"
-                )
+            check_positive_int(name, value)
         if position_encoding not in _ENCODINGS:
             raise ValueError(
                 f"`position_encoding` must be one of {_ENCODINGS}. "

@@ -4,6 +4,7 @@ import os
 
 import numpy as np
 
+from keras_transformer._validation import check_positive_int
 from keras_transformer.training.epoch_weights import epoch_weight_files
 from keras_transformer.training.run_directory import RunDirectory, build_run_model
 
@@ -48,10 +49,10 @@ def average_weights(model, paths):
         else:
             for total, value in zip(totals, values):
                 total += value
-    last = model.get_weights()
+    # `values` now holds the last file's weights.
     averaged = [
         (total / len(paths)).astype(value.dtype) if np.issubdtype(value.dtype, np.floating) else value
-        for total, value in zip(totals, last)
+        for total, value in zip(totals, values)
     ]
     model.set_weights(averaged)
     return model
@@ -77,8 +78,7 @@ def average_checkpoints(run_path, last=5):
 
     >>> # model, epochs = average_checkpoints("runs/demo", last=5)
     """
-    if isinstance(last, bool) or not isinstance(last, int) or last <= 0:
-        raise ValueError(f"`last` must be a positive int. Received: last={last!r}")
+    check_positive_int("last", last)
     run = RunDirectory(run_path)
     found = epoch_weight_files(run.epoch_weights)
     if not found:

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 
+from keras_transformer._validation import check_positive_int, check_positive_number
 from keras_transformer.models.presets import PRESETS
 
 STRATEGIES = ("auto", "mirrored", "multi_worker")
@@ -83,9 +84,7 @@ class TrainConfig:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: strategy={self.strategy!r}")
         for name in ("epochs", "batch_tokens", "max_length", "vocab_size", "warmup_steps", "checkpoint_every"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+            check_positive_int(name, getattr(self, name))
         if isinstance(self.average_last, bool) or not isinstance(self.average_last, int) or self.average_last < 0:
             raise ValueError(
                 f"`average_last` must be an int >= 0. Received: average_last={self.average_last!r}"
@@ -93,11 +92,7 @@ class TrainConfig:
         if self.steps_per_epoch is not None and self.steps_per_epoch <= 0:
             raise ValueError(f"`steps_per_epoch` must be positive. Received: steps_per_epoch={self.steps_per_epoch!r}")
         if self.time_limit_minutes is not None:
-            value = self.time_limit_minutes
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(
-                    f"`time_limit_minutes` must be a positive number. Received: time_limit_minutes={value!r}"
-                )
+            check_positive_number("time_limit_minutes", self.time_limit_minutes)
             if self.strategy == "multi_worker":
                 # Each worker would stop on its own clock, at different steps,
                 # and the others would wait for it in the all-reduce forever.

@@ -6,6 +6,8 @@ import re
 
 import keras
 
+from keras_transformer._validation import check_positive_int
+
 _PATTERN = re.compile(r"epoch_(\d+)\.weights\.h5$")
 
 
@@ -49,8 +51,7 @@ class EpochWeights(keras.callbacks.Callback):
 
     def __init__(self, directory, keep):
         super().__init__()
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep <= 0:
-            raise ValueError(f"`keep` must be a positive int. Received: keep={keep!r}")
+        check_positive_int("keep", keep)
         self.directory = directory
         self.keep = keep
 

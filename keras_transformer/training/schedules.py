@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer._validation import check_positive_int
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -27,10 +29,7 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def __init__(self, d_model, warmup_steps=4000, scale=1.0):
         for name, value in (("d_model", d_model), ("warmup_steps", warmup_steps)):
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(
-                    f"`{name}` must be a positive int. Received: {name}={value!r}"
-                )
+            check_positive_int(name, value)
         if not scale > 0:
             raise ValueError(f"`scale` must be positive. Received: scale={scale!r}")
         self.d_model = d_model

@@ -4,6 +4,8 @@ import time
 
 import keras
 
+from keras_transformer._validation import check_positive_number
+
 
 class TimeLimit(keras.callbacks.Callback):
     """Stops `fit` at the first step boundary past a wall-clock budget.
@@ -32,8 +34,7 @@ class TimeLimit(keras.callbacks.Callback):
 
     def __init__(self, minutes, clock=time.monotonic):
         super().__init__()
-        if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not minutes > 0:
-            raise ValueError(f"`minutes` must be a positive number. Received: minutes={minutes!r}")
+        check_positive_number("minutes", minutes)
         self.minutes = minutes
         self.clock = clock
         self.stopped_at_step = None

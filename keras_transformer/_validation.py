@@ -1,0 +1,13 @@
+"""Argument checks shared by the layers, training and decoding."""
+
+
+def check_positive_int(name, value):
+    """Raises a `ValueError` naming `name` unless `value` is an int > 0 (not a bool)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+
+
+def check_positive_number(name, value):
+    """Raises a `ValueError` naming `name` unless `value` is an int or float > 0 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"`{name}` must be a positive number. Received: {name}={value!r}")
