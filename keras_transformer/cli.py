@@ -1,9 +1,11 @@
 """`keras-transformer`: a thin command-line shell over the library."""
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
+import typing
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -14,21 +16,19 @@ def _train_parser(sub):
 
     p = sub.add_parser("train", help="train a translation model")
     p.add_argument("--config", help="YAML or JSON file of training keys; flags override it")
-    defaults = TrainConfig()
-    for field, value in defaults.to_dict().items():
-        flag = "--" + field.replace("_", "-")
-        if field == "model_overrides":
+    defaults = TrainConfig().to_dict()
+    for field in dataclasses.fields(TrainConfig):
+        value = defaults[field.name]
+        flag = "--" + field.name.replace("_", "-")
+        # The annotation, not the default, gives the type: `int | None` -> int.
+        kind = next((t for t in typing.get_args(field.type) if t is not type(None)), field.type)
+        if field.name == "model_overrides":
             p.add_argument(flag, type=json.loads, default=None, help="JSON dict of Transformer arguments")
-        elif field == "devices":
+        elif field.name == "devices":
             p.add_argument(flag, default=None, help="comma-separated devices for --strategy mirrored")
-        elif isinstance(value, bool):
+        elif kind is bool:
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
         else:
-            kind = type(value) if value is not None else str
-            if field == "steps_per_epoch":
-                kind = int
-            elif field == "time_limit_minutes":
-                kind = float
             p.add_argument(flag, type=kind, default=None, help=f"default: {value}")
     p.set_defaults(run_command=_train)
 
@@ -69,10 +69,10 @@ def _evaluate(args):
 
 
 def _average(args):
-    from keras_transformer.training import average_checkpoints
+    from keras_transformer.training import RunDirectory, average_checkpoints
 
     _, epochs = average_checkpoints(args.run, last=args.last)
-    print(f"Averaged epochs {', '.join(map(str, epochs))} into {os.path.join(args.run, 'averaged.weights.h5')}")
+    print(f"Averaged epochs {', '.join(map(str, epochs))} into {RunDirectory(args.run).averaged_weights}")
 
 
 def _plot(args):
@@ -86,8 +86,7 @@ def _export(args):
     from keras_transformer.export import export_run
 
     path = export_run(args.run, args.export_base, version=args.version, weights=args.weights,
-                      beam_size=args.beam_size,
-                      alpha=args.alpha, max_length=args.max_length)
+                      beam_size=args.beam_size, alpha=args.alpha, max_length=args.max_length)
     print(path)
 
 
