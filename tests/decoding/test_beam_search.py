@@ -84,6 +84,27 @@ def test_rows_that_never_end_return_alive_hypotheses():
     assert np.all(sequences.numpy() != 0) and np.all(np.isfinite(scores.numpy()))
 
 
+def test_stops_once_no_alive_beam_can_beat_the_worst_finished():
+    # The end token is likely after anything, so both beams have finished
+    # after two steps and no continuation can catch up within max_length.
+    vocab, max_length = 6, 10
+    table = np.full((1, max_length, vocab, vocab), -30.0)
+    table[..., END], table[..., 4], table[..., 5] = 0.0, -5.0, -6.0
+    calls = tf.Variable(0)
+    step = markov_step_fn(table)
+
+    def counting_step(ids, index, state):
+        calls.assign_add(1)
+        return step(ids, index, state)
+
+    search = tf.function(lambda: beam_search(counting_step, tf.constant([START]), {"row": tf.range(1)},
+                                             beam_size=2, max_length=max_length, end_id=END, alpha=0.6))
+    sequences, scores = search()
+    assert int(calls.numpy()) == 2
+    assert [list(s) for s in sequences[0].numpy()] == [[END] + [0] * 9, [4, END] + [0] * 8]
+    assert scores[0, 0] > scores[0, 1]
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_one_beam_equals_greedy(seed):
     rng = np.random.default_rng(seed)

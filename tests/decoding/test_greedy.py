@@ -1,0 +1,96 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.decoding import beam_search, greedy_search
+from tests.decoding.scripted import markov_step_fn
+
+START, END = 1, 3
+
+
+def _numpy_greedy(table, row, max_length, alpha):
+    """The argmax path of one row and its GNMT-normalized score."""
+    log_probs = table[row] - np.log(np.exp(table[row]).sum(-1, keepdims=True))
+    path, total, last = [], 0.0, START
+    for i in range(max_length):
+        token = int(np.argmax(log_probs[i, last]))
+        total += log_probs[i, last, token]
+        path.append(token)
+        last = token
+        if token == END:
+            break
+    score = total / ((5 + len(path)) / 6) ** alpha
+    return path + [0] * (max_length - len(path)), score
+
+
+def _greedy(table, max_length, alpha=0.6):
+    batch = table.shape[0]
+    return greedy_search(markov_step_fn(table), tf.fill([batch], START), {"row": tf.range(batch)},
+                         max_length=max_length, end_id=END, alpha=alpha)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+@pytest.mark.parametrize("seed", range(4))
+def test_matches_numpy_argmax_path(alpha, seed):
+    rng = np.random.default_rng(seed)
+    table = rng.normal(size=(3, 6, 7, 7)) * 3.0
+    table[..., END] += 1.0  # some rows end early, some never
+    sequences, scores = _greedy(table, 6, alpha)
+    assert sequences.shape == (3, 1, 6) and scores.shape == (3, 1)
+    for row in range(3):
+        path, score = _numpy_greedy(table, row, 6, alpha)
+        assert list(sequences[row, 0].numpy()) == path
+        assert scores[row, 0].numpy() == pytest.approx(score, abs=1e-4)
+
+
+def test_greedy_misses_what_a_beam_finds():
+    # Token 4 is the better first step (log 0.6 against log 0.4), but every
+    # continuation after it is poor; after 5 the end is certain.
+    vocab, length = 6, 3
+    table = np.full((1, length, vocab, vocab), -30.0)
+    table[0, 0, START, 4], table[0, 0, START, 5] = np.log(0.6), np.log(0.4)
+    table[0, 1, 4, :] = 0.0  # uniform: log(1/6) for each token
+    table[0, 1, 5, END] = 0.0
+    greedy, _ = _greedy(table, length, alpha=0.0)
+    beam, _ = beam_search(markov_step_fn(table), tf.constant([START]), {"row": tf.range(1)},
+                          beam_size=2, max_length=length, end_id=END, alpha=0.0)
+    assert list(greedy[0, 0].numpy())[:1] == [4]
+    assert list(beam[0, 0].numpy()) == [5, END, 0]
+
+
+def test_stops_when_every_row_has_ended():
+    paths = [[4, END], [5, 4, 4, END]]
+    vocab, max_length = 6, 10
+    table = np.full((2, max_length, vocab, vocab), -20.0)
+    for row, path in enumerate(paths):
+        last = START
+        for i, token in enumerate(path):
+            table[row, i, last, token] = 10.0
+            last = token
+    calls = tf.Variable(0)
+    step = markov_step_fn(table)
+
+    def counting_step(ids, index, state):
+        calls.assign_add(1)
+        return step(ids, index, state)
+
+    search = tf.function(lambda: greedy_search(counting_step, tf.fill([2], START), {"row": tf.range(2)},
+                                               max_length=max_length, end_id=END))
+    sequences, _ = search()
+    assert int(calls.numpy()) == 4  # the longest row's length, not max_length
+    assert list(sequences[0, 0].numpy()) == [4, END] + [0] * 8
+
+
+def test_refuses_more_than_one_beam():
+    with pytest.raises(ValueError, match="beam_size=2"):
+        greedy_search(markov_step_fn(np.zeros((1, 3, 5, 5))), tf.constant([START]), {"row": tf.range(1)},
+                      max_length=3, end_id=END, beam_size=2)
+
+
+@pytest.mark.parametrize("kwargs,match", [(dict(max_length=0), "max_length"), (dict(end_id=-1), "end_id"),
+                                          (dict(alpha=-0.5), "alpha"), (dict(max_length=2.5), "max_length")])
+def test_invalid_arguments(kwargs, match):
+    args = dict(max_length=3, end_id=END, alpha=0.6)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        greedy_search(markov_step_fn(np.zeros((1, 3, 5, 5))), tf.constant([START]), {"row": tf.range(1)}, **args)
