@@ -1,0 +1,100 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.data.tokenizer import END_ID, START_ID
+from keras_transformer.decoding import Translator, beam_search, greedy_search
+from keras_transformer.training import load_run
+
+SENTENCES = ["The dog sleeps.", "A tired man gives the book to the happy women because the cats run.",
+             "The old teachers see a red ball in the garden."]
+MAX_OUTPUT = 16
+
+
+@pytest.fixture(scope="module")
+def parts(trained_run):
+    model, source_tokenizer, target_tokenizer, _ = load_run(trained_run["run"])
+    return model, source_tokenizer, target_tokenizer
+
+
+@pytest.fixture(scope="module")
+def translator(parts):
+    return Translator(*parts, beam_size=3, max_output_length=MAX_OUTPUT)
+
+
+def _strings(tensor):
+    return [t.decode("utf-8") for t in tensor.numpy().reshape(-1)]
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_search_equals_the_plain_search_over_decode_step(parts, translator, beam_size):
+    # The translator closes over the encoder state and splits the cache per
+    # layer; the search straight over `decode_step` is the reference.
+    model = parts[0]
+    context = translator.encode_text(tf.constant(SENTENCES))
+    state = model.init_decoding_state(context, MAX_OUTPUT)
+    start = tf.fill([len(SENTENCES)], START_ID)
+    if beam_size == 1:
+        want, want_scores = greedy_search(model.decode_step, start, state, max_length=MAX_OUTPUT, end_id=END_ID)
+    else:
+        want, want_scores = beam_search(model.decode_step, start, state, beam_size=beam_size,
+                                        max_length=MAX_OUTPUT, end_id=END_ID)
+    got = translator.translate_nbest(tf.constant(SENTENCES), beam_size=beam_size)
+    np.testing.assert_array_equal(got["ids"], want)
+    np.testing.assert_allclose(got["scores"], want_scores, atol=1e-4)
+
+
+def test_best_of_nbest_is_the_translation(translator):
+    text = tf.constant(SENTENCES)
+    nbest = translator.translate_nbest(text)
+    best = translator.translate(text)
+    assert nbest["translations"].shape == (3, 3)
+    assert _strings(best["translation"]) == _strings(nbest["translations"][:, 0])
+    np.testing.assert_allclose(best["score"], nbest["scores"][:, 0])
+    assert np.all(np.diff(nbest["scores"].numpy(), axis=1) <= 1e-6)
+    assert np.all(best["score"].numpy() <= 0.0)
+
+
+def test_padding_in_a_batch_changes_no_translation(translator):
+    alone = [_strings(translator.translate(tf.constant([s]))["translation"])[0] for s in SENTENCES]
+    together = _strings(translator.translate(tf.constant(SENTENCES + ["", "   "]))["translation"])
+    assert together == alone + ["", ""]
+
+
+def test_long_inputs_are_truncated_keeping_the_end_token(parts):
+    translator = Translator(*parts, max_input_length=10, max_output_length=MAX_OUTPUT)
+    long_sentence = " ".join(SENTENCES * 3)
+    context = translator.encode_text(tf.constant([long_sentence, "The dog sleeps."])).numpy()
+    full = parts[1].tokenize(tf.constant([long_sentence])).to_tensor().numpy()[0]
+    assert context.shape[1] == 10 and len(full) > 10
+    np.testing.assert_array_equal(context[0], list(full[:9]) + [END_ID])
+    # What is cut off cannot change the translation.
+    prefix = parts[1].detokenize(tf.constant([full[:9]])).numpy()[0].decode("utf-8")
+    assert _strings(translator.translate(tf.constant([long_sentence]))["translation"]) == \
+        _strings(translator.translate(tf.constant([prefix]))["translation"])
+
+
+def test_lengths_are_capped_by_the_model(parts):
+    model = parts[0]
+    translator = Translator(*parts, max_input_length=10**6, max_output_length=10**6)
+    assert translator.max_input_length == model.max_length
+    assert translator.max_output_length == model.max_length
+
+
+def test_translate_batches_keeps_the_input_order(translator):
+    sentences = SENTENCES[::-1] + ["", "A cat runs."]
+    got = translator.translate_batches(sentences, batch_size=2)
+    want = _strings(translator.translate(tf.constant(sentences))["translation"])
+    assert got == want and got[3] == ""
+
+
+def test_greedy_is_one_beam(translator):
+    text = tf.constant(SENTENCES)
+    assert _strings(translator.translate_greedy(text)["translation"]) == \
+        _strings(translator.translate(text, beam_size=1)["translation"])
+
+
+@pytest.mark.parametrize("beam_size", [0, -2])
+def test_bad_beam_size(parts, beam_size):
+    with pytest.raises(ValueError, match="beam_size"):
+        Translator(*parts, beam_size=beam_size)
