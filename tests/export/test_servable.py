@@ -10,20 +10,12 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.decoding import Translator
-from keras_transformer.export import (SIGNATURES, NotServableError, check_servable, export_run,
-                                      export_version, versions)
+from keras_transformer.export import export_version, versions
 from keras_transformer.training import load_run
+from tests.export.exported import BEAM_SIZE, MAX_LENGTH
 
 SENTENCES = ["The dog sleeps.", "A tired man gives the book to the happy women because the cats run.",
              "", "The old teachers see a red ball in the garden."]
-MAX_LENGTH = 24
-
-
-@pytest.fixture(scope="module")
-def export_base(trained_run, tmp_path_factory):
-    base = str(tmp_path_factory.mktemp("exports") / "translator")
-    export_run(trained_run["run"], base, max_length=MAX_LENGTH, beam_size=3)
-    return base
 
 
 def test_versions_are_numbered_and_never_overwritten(trained_run, export_base):
@@ -70,7 +62,7 @@ def test_tf_serving_loader_matches_in_process_translator(trained_run, export_bas
     loaded = json.loads([l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1][7:])
 
     model, src, tgt, _ = load_run(trained_run["run"])
-    translator = Translator(model, src, tgt, beam_size=3, max_output_length=MAX_LENGTH)
+    translator = Translator(model, src, tgt, beam_size=BEAM_SIZE, max_output_length=MAX_LENGTH)
     text = tf.constant(SENTENCES)
     expected = {
         "serving_default": translator.translate(text),
@@ -91,45 +83,3 @@ def test_tf_serving_loader_matches_in_process_translator(trained_run, export_bas
     assert set(loaded["translate_nbest"]["outputs"]) == {"translations", "scores"}
     assert np.array(loaded["translate_nbest"]["outputs"]["translations"]).shape == (4, 3)
     assert loaded["serving_default"]["outputs"]["translation"][2] == ""  # empty in, empty out
-
-
-def test_attention_signature(export_base):
-    from keras_transformer.export import SessionModel
-
-    model = SessionModel(os.path.join(export_base, "1"))
-    assert set(model.signatures) == set(SIGNATURES)
-    out = model.run("attention", {"text": np.array([b"The dog sleeps.", b"A cat runs."], dtype=object)})
-    batch, t, s = out["weights"].shape
-    assert out["source_tokens"].shape == (batch, s) and out["target_tokens"].shape == (batch, t)
-    real_rows = out["target_tokens"] != b"<pad>"
-    np.testing.assert_allclose(out["weights"].sum(-1)[real_rows], 1.0, atol=1e-4)
-    model.close()
-
-
-def test_graph_is_servable_without_xla(export_base):
-    ops = check_servable(os.path.join(export_base, "1"))
-    assert "SentencepieceOp" in ops and ("While" in ops or "StatelessWhile" in ops)
-    assert not any(op.startswith("Xla") for op in ops)
-
-
-def test_unknown_op_is_named(export_base, tmp_path):
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    broken = str(tmp_path / "broken")
-    shutil.copytree(os.path.join(export_base, "1"), broken)
-    proto = saved_model_pb2.SavedModel()
-    with open(os.path.join(broken, "saved_model.pb"), "rb") as f:
-        proto.ParseFromString(f.read())
-    proto.meta_graphs[0].graph_def.library.function[0].node_def[0].op = "FancyCustomOp"
-    with open(os.path.join(broken, "saved_model.pb"), "wb") as f:
-        f.write(proto.SerializeToString())
-    with pytest.raises(NotServableError, match="FancyCustomOp"):
-        check_servable(broken)
-
-
-def test_xla_functions_are_refused(tmp_path):
-    module = tf.Module()
-    module.f = tf.function(lambda x: x * 2, jit_compile=True, input_signature=[tf.TensorSpec([None], tf.float32)])
-    tf.saved_model.save(module, str(tmp_path / "xla"))
-    with pytest.raises(NotServableError, match="XLA"):
-        check_servable(str(tmp_path / "xla"))
