@@ -89,11 +89,17 @@ def test_unknown_model_is_not_found(served):
             assert error.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_long_and_invalid_utf8_inputs_are_served(client):
+def test_long_and_invalid_utf8_inputs_are_served(served, client):
+    # As documented: long inputs are truncated (as the in-process translator
+    # does), invalid UTF-8 bytes are replaced by U+FFFD.
     long_input = " ".join(["The old dog sees the red ball."] * 200)
     out, _ = client.predict(_text(long_input, b"\xff\xfe caf\xc3 broken", "fine."))
     assert out["translation"].shape == (3,)
-    assert all(isinstance(t, bytes) for t in out["translation"])
+    expected = served["translator"].translate(tf.constant([long_input]))["translation"].numpy()[0]
+    assert out["translation"][0] == expected
+    replaced, _ = client.predict(_text("\ufffd\ufffd caf\ufffd broken"))
+    assert out["translation"][1] == replaced["translation"][0]
+    assert [t.decode("utf-8") for t in out["translation"]]  # valid UTF-8 out
 
 
 def test_concurrent_requests_are_batched_and_correct(served, client):
