@@ -1,0 +1,59 @@
+import json
+
+import pytest
+
+from keras_transformer.training.config import TrainConfig, read_config_file
+
+
+def test_round_trips_through_a_dict():
+    config = TrainConfig(preset="small", epochs=3, model_overrides={"num_layers": 2}, average_last=2)
+    again = TrainConfig.from_dict(config.to_dict())
+    assert again == config and again.model_overrides == {"num_layers": 2}
+
+
+@pytest.mark.parametrize(
+    "values,message",
+    [
+        ({"preset": "huge"}, "Unknown preset 'huge'"),
+        ({"strategy": "tpu"}, "strategy='tpu'"),
+        ({"epochs": 0}, "epochs=0"),
+        ({"batch_tokens": 2.5}, "batch_tokens=2.5"),
+        ({"vocab_size": True}, "vocab_size=True"),
+        ({"warmup_steps": -1}, "warmup_steps=-1"),
+        ({"average_last": -1}, "average_last=-1"),
+        ({"steps_per_epoch": 0}, "steps_per_epoch=0"),
+        ({"time_limit_minutes": 0}, "time_limit_minutes=0"),
+        ({"time_limit_minutes": 5, "strategy": "multi_worker"}, "multi_worker"),
+        ({"length_policy": "drop"}, "'drop'"),
+        ({"batch_tokens": 64, "max_length": 128}, r"`batch_tokens` \(64\) must be at least `max_length` \(128\)"),
+    ],
+)
+def test_bad_values_are_named(values, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**values)
+
+
+def test_unknown_keys_are_named_with_the_known_ones():
+    with pytest.raises(ValueError, match=r"Unknown training config keys: \['epoch'\]. Known keys: .*'epochs'"):
+        TrainConfig.from_dict({"epoch": 3})
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_config_files_use_the_same_keys(tmp_path, suffix):
+    path = tmp_path / f"train{suffix}"
+    if suffix == ".json":
+        path.write_text(json.dumps({"epochs": 4, "batch-tokens": 2048}))
+    else:
+        path.write_text("epochs: 4\nbatch-tokens: 2048\n")
+    values = read_config_file(str(path))
+    assert values == {"epochs": 4, "batch_tokens": 2048}
+    assert TrainConfig.from_dict(values).batch_tokens == 2048
+
+
+def test_bad_config_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.yaml"):
+        read_config_file(str(tmp_path / "missing.yaml"))
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="must hold a mapping"):
+        read_config_file(str(listed))
