@@ -1,5 +1,7 @@
 """What greedy and beam search share."""
 
+import numbers
+
 import tensorflow as tf
 
 from keras_transformer._validation import check_positive_int
@@ -14,12 +16,25 @@ def length_penalty(length, alpha):
 
 
 def check_arguments(beam_size, max_length, end_id, alpha):
+    """Validates the search arguments; returns them with the ints as Python ints.
+
+    NumPy integers are accepted (sizes and ids often come from arrays):
+    the loop's static shapes need plain ints.
+    """
+    beam_size, max_length, end_id = (as_int(v) for v in (beam_size, max_length, end_id))
     for name, value in (("beam_size", beam_size), ("max_length", max_length)):
         check_positive_int(name, value)
     if not isinstance(end_id, int) or end_id < 0:
         raise ValueError(f"`end_id` must be a non-negative int. Received: end_id={end_id!r}")
     if not alpha >= 0:
         raise ValueError(f"`alpha` must be >= 0. Received: alpha={alpha!r}")
+    return beam_size, max_length, end_id, alpha
+
+
+def as_int(value):
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return value
 
 
 def write_position(sequences, index, tokens):

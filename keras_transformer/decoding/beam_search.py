@@ -63,7 +63,7 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
     ...     model.init_decoding_state(context, 32), beam_size=4,
     ...     max_length=32, end_id=3)
     """
-    _common.check_arguments(beam_size, max_length, end_id, alpha)
+    beam_size, max_length, end_id, alpha = _common.check_arguments(beam_size, max_length, end_id, alpha)
     k = beam_size
     initial_ids = tf.cast(initial_ids, tf.int32)
     batch = tf.shape(initial_ids)[0]

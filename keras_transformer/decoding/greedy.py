@@ -30,7 +30,7 @@ def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, al
     """
     if beam_size != 1:
         raise ValueError(f"Greedy search has one beam. Received: beam_size={beam_size!r}")
-    _common.check_arguments(1, max_length, end_id, alpha)
+    _, max_length, end_id, alpha = _common.check_arguments(1, max_length, end_id, alpha)
     initial_ids = tf.cast(initial_ids, tf.int32)
     batch = tf.shape(initial_ids)[0]
     sequences = tf.zeros([batch, max_length], tf.int32)

@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from keras_transformer.data.tokenizer import END_ID, START_ID
+from keras_transformer.decoding import _common
 from keras_transformer.decoding.beam_search import beam_search
 from keras_transformer.decoding.greedy import greedy_search
 
@@ -100,7 +101,9 @@ class Translator(tf.Module):
     def translate_nbest(self, text, beam_size=None):
         """Returns `{"translations": [batch, beams], "scores": [batch, beams],
         "ids": [batch, beams, length]}`, best first."""
-        beam_size = beam_size or self.beam_size
+        beam_size = self.beam_size if beam_size is None else _common.as_int(beam_size)
+        if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
+            raise ValueError(f"`beam_size` must be an int >= 1. Received: beam_size={beam_size!r}")
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
         context = self.encode_text(text)
         sequences, scores = self._search(context, beam_size)

@@ -163,3 +163,12 @@ def test_invalid_arguments(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         beam_search(markov_step_fn(np.zeros((1, 3, 5, 5))), tf.constant([START]), {"row": tf.range(1)}, **args)
+
+
+def test_numpy_integers_are_accepted():
+    table = np.random.default_rng(1).normal(size=(2, 4, 6, 6))
+    want = _search(table, 2, 0.6, 4)
+    got = beam_search(markov_step_fn(table), tf.fill([2], START), {"row": tf.range(2)}, beam_size=np.int64(2),
+                      max_length=np.int32(4), end_id=np.int64(END), alpha=np.float32(0.6))
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], atol=1e-6)

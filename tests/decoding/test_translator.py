@@ -98,3 +98,9 @@ def test_greedy_is_one_beam(translator):
 def test_bad_beam_size(parts, beam_size):
     with pytest.raises(ValueError, match="beam_size"):
         Translator(*parts, beam_size=beam_size)
+
+
+@pytest.mark.parametrize("beam_size", [0, -1])
+def test_bad_beam_size_per_call(translator, beam_size):
+    with pytest.raises(ValueError, match="beam_size"):
+        translator.translate(tf.constant(["The dog sleeps."]), beam_size=beam_size)
