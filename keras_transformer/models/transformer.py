@@ -295,6 +295,17 @@ class Transformer(keras.Model):
         return ops.mean(ops.cast(scores, "float32"), axis=1)
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        if getattr(self, "_distribute_strategy", None) is None:
+            # Without a strategy, Keras leaves the optimizer unbuilt until the
+            # train step is traced; its slots created inside the trace make
+            # TensorFlow trace the step a second time, which is about half
+            # of fit's start-up. Built here, the step is traced once (as when
+            # BackupAndRestore resumes a run, which builds it the same way).
+            optimizer = getattr(self, "optimizer", None)
+            if optimizer is not None and not optimizer.built and all(
+                layer.built for layer in self._flatten_layers()
+            ):
+                optimizer.build(self.trainable_variables)
         # Keras learns shapes here by MEAN-reducing the first distributed
         # batch across replicas, which fails when token-budget batches split
         # into shards of different sizes (e.g. 11 rows over 2 replicas) or

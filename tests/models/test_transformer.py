@@ -141,3 +141,25 @@ def test_learns_to_copy_sequences():
     history = model.fit((x, target_in), target_out, batch_size=64, epochs=5, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0] / 4
     assert history.history["masked_accuracy"][-1] > 0.97
+
+
+@pytest.mark.parametrize("built", [True, False])
+def test_fit_traces_the_train_step_once(rng, built):
+    model = _model(num_layers=1)
+    if built:
+        model.build(((None, None), (None, None)))
+    model.compile(optimizer="adam", loss=kt.losses.MaskedSparseCategoricalCrossentropy())
+    traces = []
+    train_step = model.train_step
+
+    def counted(data):
+        traces.append(1)
+        return train_step(data)
+
+    model.train_step = counted
+    src, tgt = _batch(rng, batch=8)
+    model.fit((src, tgt), tgt, batch_size=4, epochs=2, verbose=0)
+    # An unbuilt model creates its weights in the first trace: then Keras
+    # retraces, as it does for any model.
+    assert len(traces) == (1 if built else 2)
+    assert model.optimizer.iterations.numpy() == 4
