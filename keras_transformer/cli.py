@@ -202,6 +202,7 @@ def build_parser():
     p.add_argument("--tokenizer-sample", type=int, default=200_000)
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--train-best", action="store_true")
+    p.add_argument("--jit-compile", action="store_true", help="compile each trial's train step with XLA")
     p.add_argument("--best-epochs", type=int)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verbose", type=int, default=2)

@@ -38,6 +38,9 @@ class TransformerHyperModel(keras_tuner.HyperModel):
         target_vocab_size: target vocabulary size.
         max_length: longest sequence of the models.
         objective_callbacks: callbacks added to every `fit` (e.g. BLEU).
+        jit_compile: compile each trial's train step with XLA (as
+            `TrainConfig.jit_compile`; off by default: a trial runs few
+            steps, and XLA's compile time is paid per trial).
         **overrides: search-space dimensions, see above.
 
     Example:
@@ -47,7 +50,7 @@ class TransformerHyperModel(keras_tuner.HyperModel):
     """
 
     def __init__(self, input_vocab_size, target_vocab_size, max_length=256, objective_callbacks=(),
-                 **overrides):
+                 jit_compile=False, **overrides):
         super().__init__(name="transformer", tunable=True)
         unknown = sorted(set(overrides) - set(DEFAULT_SPACE))
         if unknown:
@@ -56,6 +59,7 @@ class TransformerHyperModel(keras_tuner.HyperModel):
         self.target_vocab_size = target_vocab_size
         self.max_length = max_length
         self.objective_callbacks = list(objective_callbacks)
+        self.jit_compile = bool(jit_compile)
         self.space = {}
         for key, default in DEFAULT_SPACE.items():
             value = overrides.get(key, default)
@@ -96,6 +100,7 @@ class TransformerHyperModel(keras_tuner.HyperModel):
             optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
             loss=MaskedSparseCategoricalCrossentropy(label_smoothing=config["label_smoothing"]),
             metrics=[MaskedAccuracy()],
+            jit_compile=self.jit_compile,
         )
         return model
 

@@ -69,7 +69,8 @@ def run_search(options, log=print):
 
     Keys: dataset, valid, data_dir, tuner, max_trials, epochs,
     steps_per_epoch, directory, objective, train_best, vocab_size,
-    max_length, space (dict of search-space overrides), seed.
+    max_length, space (dict of search-space overrides), seed,
+    jit_compile.
 
     Returns:
         The best `keras_tuner.HyperParameters` (None on a chief, whose job
@@ -101,6 +102,7 @@ def run_search(options, log=print):
         callbacks.append(BleuCallback(src, refs, source_tok, target_tok, max_length=max_length))
     hypermodel = TransformerHyperModel(source_tok.vocab_size, target_tok.vocab_size,
                                        max_length=max(max_length, 256), objective_callbacks=callbacks,
+                                       jit_compile=options.get("jit_compile", False),
                                        **(options.get("space") or {}))
     tuner = make_tuner(options.get("tuner", "random"), hypermodel, objective, directory,
                        options.get("max_trials", 10), options.get("epochs", 2), options.get("seed", 0))
