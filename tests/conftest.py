@@ -25,7 +25,18 @@ def rng():
 
 
 @pytest.fixture(scope="session")
-def trained_run(tmp_path_factory):
+def synthetic_tfds(tmp_path_factory):
+    """A TFDS data directory with the synthetic corpus built, for tests that
+    only read it (building it takes ~25 s; tests/data builds its own)."""
+    from keras_transformer.data import sources
+
+    data_dir = str(tmp_path_factory.mktemp("tfds"))
+    sources.load_dataset("synthetic", "train", data_dir)
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory, synthetic_tfds):
     """A tiny model trained briefly on the synthetic data, via the CLI.
 
     Good enough to translate (not well): the tests compare routes, not
@@ -37,7 +48,7 @@ def trained_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("trained")
     run = str(root / "run")
     args = [sys.executable, "-m", "keras_transformer.cli", "train", "--dataset", "synthetic",
-            "--data-dir", str(root / "tfds"), "--output-dir", run, "--preset", "tiny",
+            "--data-dir", synthetic_tfds, "--output-dir", run, "--preset", "tiny",
             "--model-overrides", '{"num_layers": 1, "d_model": 64, "num_heads": 4, "dff": 128, "dropout_rate": 0.0}',
             "--vocab-size", "300", "--tokenizer-sample", "5000", "--batch-tokens", "2048",
             "--max-length", "64", "--epochs", "2", "--steps-per-epoch", "40", "--warmup-steps", "40",
@@ -45,7 +56,7 @@ def trained_run(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
     result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return {"run": run, "tfds": str(root / "tfds")}
+    return {"run": run, "tfds": synthetic_tfds}
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """Every example that works offline runs, in its reduced mode."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -24,7 +25,10 @@ def _run(name, tmp_path, *args):
     ("serve_and_query.py", "n-best:"),
     ("ted_pt_en.py", "offline; nothing to do"),
 ])
-def test_example_runs(name, expected, tmp_path):
+def test_example_runs(name, expected, tmp_path, synthetic_tfds):
+    # The examples read the synthetic corpus from KT_EXAMPLE_DIR/tfds; a copy
+    # of the one built for the session saves building it for each.
+    shutil.copytree(synthetic_tfds, tmp_path / "tfds")
     result = _run(name, tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert expected in result.stdout
