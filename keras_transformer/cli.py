@@ -101,10 +101,11 @@ def _translate(args):
 
 
 def _serve(args):
-    from serving.server import serve_forever
+    from serving.server import parse_version_labels, serve_forever
 
     serve_forever(args.model_base_path, args.model_name, host=args.host, port=args.port,
-                  poll_seconds=args.poll_seconds)
+                  poll_seconds=args.poll_seconds, version_policy=args.version_policy,
+                  version_labels=parse_version_labels(args.version_label))
 
 
 def _client(args):
@@ -112,7 +113,8 @@ def _client(args):
 
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
     with GrpcTranslationClient(args.server, args.model, timeout=args.timeout) as client:
-        outputs = client.translate(sentences, signature=args.signature, version=args.version)
+        outputs = client.translate(sentences, signature=args.signature, version=args.version,
+                                   version_label=args.version_label)
     key = "translations" if args.signature == "translate_nbest" else "translation"
     for row in outputs[key]:
         print(row if isinstance(row, str) else " ||| ".join(row))
@@ -184,6 +186,10 @@ def build_parser():
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8500)
     p.add_argument("--poll-seconds", type=float, default=2.0)
+    p.add_argument("--version-policy", choices=("latest", "all"), default="latest",
+                   help="serve the newest version, or every version under the base path")
+    p.add_argument("--version-label", action="append", metavar="LABEL=VERSION",
+                   help="a label requests may name instead of a version (repeatable)")
     p.set_defaults(run_command=_serve)
 
     p = sub.add_parser("tune", help="search hyperparameters with keras-tuner")
@@ -212,7 +218,9 @@ def build_parser():
     p.add_argument("--server", default="localhost:8500")
     p.add_argument("--model", default="translator")
     p.add_argument("--signature", default="serving_default")
-    p.add_argument("--version", type=int)
+    version = p.add_mutually_exclusive_group()
+    version.add_argument("--version", type=int)
+    version.add_argument("--version-label")
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("sentences", nargs="*")
     p.set_defaults(run_command=_client)

@@ -52,47 +52,52 @@ class GrpcTranslationClient:
     def close(self):
         self.channel.close()
 
-    def _spec(self, spec, version=None, signature=None):
+    def _spec(self, spec, version=None, signature=None, version_label=None):
         spec.name = self.model
+        if version is not None and version_label is not None:
+            raise ValueError(f"Name a version or a version label, not both. Received: {version!r}, "
+                             f"{version_label!r}")
         if version is not None:
             spec.version.value = version
+        if version_label is not None:
+            spec.version_label = version_label
         if signature:
             spec.signature_name = signature
 
-    def predict(self, inputs, signature="serving_default", version=None):
+    def predict(self, inputs, signature="serving_default", version=None, version_label=None):
         """Raw Predict: `inputs` maps names to numpy arrays; returns
         `(outputs dict of numpy arrays, served version)`."""
         request = predict_pb2.PredictRequest()
-        self._spec(request.model_spec, version, signature)
+        self._spec(request.model_spec, version, signature, version_label)
         for key, value in inputs.items():
             request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
         response = self.prediction.Predict(request, timeout=self.timeout)
         outputs = {k: tf.make_ndarray(v) for k, v in response.outputs.items()}
         return outputs, response.model_spec.version.value
 
-    def translate(self, sentences, signature="serving_default", version=None):
+    def translate(self, sentences, signature="serving_default", version=None, version_label=None):
         """Translates a list of str; returns the signature's outputs decoded
         to Python lists (strings as str), plus `version`."""
         text = np.array([s.encode("utf-8") for s in sentences], dtype=object)
-        outputs, served = self.predict({"text": text}, signature, version)
+        outputs, served = self.predict({"text": text}, signature, version, version_label)
         result = {k: _decode(v) for k, v in outputs.items()}
         result["version"] = served
         return result
 
-    def metadata(self, version=None):
+    def metadata(self, version=None, version_label=None):
         """The served signatures, as a `SignatureDefMap`."""
         request = get_model_metadata_pb2.GetModelMetadataRequest()
-        self._spec(request.model_spec, version)
+        self._spec(request.model_spec, version, version_label=version_label)
         request.metadata_field.append("signature_def")
         response = self.prediction.GetModelMetadata(request, timeout=self.timeout)
         signatures = get_model_metadata_pb2.SignatureDefMap()
         response.metadata["signature_def"].Unpack(signatures)
         return signatures
 
-    def status(self, version=None):
+    def status(self, version=None, version_label=None):
         """`[(version, state name)]` of the model's versions."""
         request = get_model_status_pb2.GetModelStatusRequest()
-        self._spec(request.model_spec, version)
+        self._spec(request.model_spec, version, version_label=version_label)
         response = self.models.GetModelStatus(request, timeout=self.timeout)
         states = get_model_status_pb2.ModelVersionStatus.State
         return [(s.version, states.Name(s.state)) for s in response.model_version_status]

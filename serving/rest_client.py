@@ -8,21 +8,28 @@ Example:
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 
 
 class RestTranslationClient:
-    """`POST /v1/models/NAME[/versions/N]:predict` in the columnar format."""
+    """`POST /v1/models/NAME[/versions/N | /labels/LABEL]:predict` in the
+    columnar format."""
 
     def __init__(self, base_url, model, timeout=30.0):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.timeout = timeout
 
-    def _url(self, version, verb=""):
+    def _url(self, version, verb="", version_label=None):
         path = f"{self.base_url}/v1/models/{self.model}"
+        if version is not None and version_label is not None:
+            raise ValueError(f"Name a version or a version label, not both. Received: {version!r}, "
+                             f"{version_label!r}")
         if version is not None:
             path += f"/versions/{version}"
+        if version_label is not None:
+            path += f"/labels/{urllib.parse.quote(version_label, safe='')}"
         return path + verb
 
     def _call(self, url, body=None):
@@ -35,14 +42,14 @@ class RestTranslationClient:
             detail = error.read().decode("utf-8", "replace")
             raise RuntimeError(f"TF Serving REST error {error.code}: {detail}") from None
 
-    def translate(self, sentences, signature="serving_default", version=None):
+    def translate(self, sentences, signature="serving_default", version=None, version_label=None):
         """Returns the signature's outputs (`translation`, `score`, ...)."""
         body = {"signature_name": signature, "inputs": {"text": list(sentences)}}
-        outputs = self._call(self._url(version, ":predict"), body)["outputs"]
+        outputs = self._call(self._url(version, ":predict", version_label), body)["outputs"]
         return outputs if isinstance(outputs, dict) else {"output": outputs}
 
-    def status(self, version=None):
-        return self._call(self._url(version))
+    def status(self, version=None, version_label=None):
+        return self._call(self._url(version, "", version_label))
 
-    def metadata(self, version=None):
-        return self._call(self._url(version, "/metadata"))
+    def metadata(self, version=None, version_label=None):
+        return self._call(self._url(version, "/metadata", version_label))

@@ -6,8 +6,10 @@ GetModelStatus`) for the exports of one model, with TF Serving's semantics:
 
 - versions are the integer directories under the base path; the latest is
   served (`version_policy="latest"`), or all of them (`"all"`);
-- a request names a version or gets the latest, and names a signature or
-  gets `serving_default`;
+- a request names a version, or a version label (`version_labels`, as in
+  a `model_config_list`), or gets the latest; and names a signature or
+  gets `serving_default`. An unknown label is `INVALID_ARGUMENT`, as in TF
+  Serving; a label or version that is not loaded is `NOT_FOUND`;
 - the base path is watched: a new version is loaded beside the current one
   and swapped in without failing a request; a version that fails to load
   is refused, logged, and the current one keeps serving;
@@ -164,12 +166,16 @@ class ModelManager:
         version_policy: `"latest"` (serve the newest version) or `"all"`.
         poll_seconds: how often the base path is scanned; 0 disables it.
         batching: `_Batcher` options, or None for no batching.
+        version_labels: `{label: version}` that requests may name instead
+            of a version (e.g. `{"stable": 1, "canary": 2}` with
+            `version_policy="all"`).
     """
 
     def __init__(self, base_path, name, version_policy="latest", poll_seconds=2.0,
-                 batching=None):
+                 batching=None, version_labels=None):
         if version_policy not in ("latest", "all"):
             raise ValueError(f"`version_policy` must be latest or all. Received: {version_policy!r}")
+        self.version_labels = _check_labels(version_labels or {})
         if not os.path.isdir(base_path):
             raise FileNotFoundError(f"Model base path not found: {base_path}")
         self.base_path = base_path
@@ -232,6 +238,12 @@ class ModelManager:
             except Exception:  # the watcher never dies; the models keep serving
                 log.exception("Scanning %s failed", self.base_path)
 
+    def version_for_label(self, label):
+        """The version a label names; `ValueError` for an unknown label."""
+        if label not in self.version_labels:
+            raise ValueError(f"Unrecognized servable version label: {label}")
+        return self.version_labels[label]
+
     def get(self, version=None):
         """The `_Version` to serve (acquired: call `release` after use)."""
         with self.lock:
@@ -255,8 +267,39 @@ class ModelManager:
             version.retire()
 
 
-def _requested_version(spec):
-    return spec.version.value if spec.HasField("version") else None
+def _check_labels(labels):
+    for label, version in labels.items():
+        if not isinstance(label, str) or not label:
+            raise ValueError(f"A version label must be a non-empty string. Received: {label!r}")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ValueError(f"Version label {label!r} must name a version number >= 0. Received: {version!r}")
+    return dict(labels)
+
+
+def parse_version_labels(pairs):
+    """`["stable=1", "canary=2"]` -> `{"stable": 1, "canary": 2}`."""
+    labels = {}
+    for pair in pairs or ():
+        label, sep, version = pair.partition("=")
+        if not sep or not version.strip().isdigit():
+            raise ValueError(f"A version label is LABEL=VERSION, e.g. stable=1. Received: {pair!r}")
+        if label in labels:
+            raise ValueError(f"Version label {label!r} is given twice")
+        labels[label] = int(version)
+    return _check_labels(labels)
+
+
+def _requested_version(spec, manager, context):
+    """The version a `ModelSpec` asks for (None: the latest)."""
+    choice = spec.WhichOneof("version_choice")
+    if choice == "version":
+        return spec.version.value
+    if choice == "version_label":
+        try:
+            return manager.version_for_label(spec.version_label)
+        except ValueError as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+    return None
 
 
 class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
@@ -272,7 +315,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
     def _servable(self, spec, context):
         manager = self._manager(spec, context)
         try:
-            return manager.get(_requested_version(spec))
+            return manager.get(_requested_version(spec, manager, context))
         except LookupError as error:
             context.abort(grpc.StatusCode.NOT_FOUND, str(error))
 
@@ -336,7 +379,7 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
         manager = self.managers.get(spec.name)
         if manager is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"Could not find any versions of model {spec.name!r}")
-        wanted = _requested_version(spec)
+        wanted = _requested_version(spec, manager, context)
         with manager.lock:
             served = sorted(manager.versions)
         if wanted is not None and wanted not in served:
@@ -351,13 +394,14 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
 
 
 def start_server(model_base_path, model_name, host="127.0.0.1", port=8500, poll_seconds=2.0,
-                 version_policy="latest", batching=None, max_workers=16):
+                 version_policy="latest", batching=None, max_workers=16, version_labels=None):
     """Starts serving; returns `(grpc_server, bound_port, manager)`.
 
     `port=0` picks a free port. Binds to loopback unless `host` says
-    otherwise.
+    otherwise. The other arguments are `ModelManager`'s.
     """
-    manager = ModelManager(model_base_path, model_name, version_policy, poll_seconds, batching)
+    manager = ModelManager(model_base_path, model_name, version_policy, poll_seconds, batching,
+                           version_labels)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
                          options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
     managers = {model_name: manager}
@@ -371,10 +415,12 @@ def start_server(model_base_path, model_name, host="127.0.0.1", port=8500, poll_
     return server, bound, manager
 
 
-def serve_forever(model_base_path, model_name, host="127.0.0.1", port=8500, poll_seconds=2.0):
+def serve_forever(model_base_path, model_name, host="127.0.0.1", port=8500, poll_seconds=2.0,
+                  version_policy="latest", version_labels=None):
     """`keras-transformer serve`: serves until interrupted."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    server, bound, manager = start_server(model_base_path, model_name, host, port, poll_seconds)
+    server, bound, manager = start_server(model_base_path, model_name, host, port, poll_seconds,
+                                          version_policy, version_labels=version_labels)
     log.info("Serving %s from %s on %s:%s (gRPC)", model_name, model_base_path, host, bound)
     print(f"READY {host}:{bound}", flush=True)
     try:

@@ -61,3 +61,13 @@ def test_errors_carry_the_server_message(rest_server):
     client = RestTranslationClient(rest_server, "translator")
     with pytest.raises(RuntimeError, match="400.*nope"):
         client.translate(["x"], signature="nope")
+
+
+def test_version_labels_use_the_labels_path(rest_server):
+    client = RestTranslationClient(rest_server, "translator")
+    client.translate(["x"], version_label="canary")
+    assert _Handler.requests[-1][0] == "/v1/models/translator/labels/canary:predict"
+    client.metadata(version_label="stable")
+    assert _Handler.requests[-1][0] == "/v1/models/translator/labels/stable/metadata"
+    with pytest.raises(ValueError, match="not both"):
+        client.status(version=1, version_label="stable")

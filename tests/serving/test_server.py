@@ -12,7 +12,7 @@ from keras_transformer.decoding import Translator
 from keras_transformer.export import export_version
 from keras_transformer.training import load_run
 from serving.client import GrpcTranslationClient
-from serving.server import start_server
+from serving.server import parse_version_labels, start_server
 
 MAX_LENGTH = 20
 
@@ -162,3 +162,64 @@ def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
         shutil.rmtree(os.path.join(base, "3"), ignore_errors=True)
     assert not failures
     assert 2 in seen
+
+
+@pytest.fixture
+def labelled(served, tmp_path):
+    """Versions 1 and 2 (copies of one export) served together, with labels."""
+    base = tmp_path / "translator"
+    for version in (1, 2):
+        shutil.copytree(os.path.join(served["base"], "1"), base / str(version))
+    labels = {"stable": 1, "canary": 2, "retired": 7}
+    server, port, manager = start_server(str(base), "translator", port=0, poll_seconds=0,
+                                         version_policy="all", version_labels=labels)
+    with GrpcTranslationClient(f"127.0.0.1:{port}", "translator", timeout=120) as c:
+        yield c
+    server.stop(0)
+    manager.stop()
+
+
+def test_version_labels_route_requests(labelled):
+    assert labelled.translate(["The dog sleeps."], version_label="stable")["version"] == 1
+    assert labelled.translate(["The dog sleeps."], version_label="canary")["version"] == 2
+    assert labelled.translate(["The dog sleeps."])["version"] == 2
+    assert labelled.status() == [(1, "AVAILABLE"), (2, "AVAILABLE")]
+    assert labelled.status(version_label="stable") == [(1, "AVAILABLE")]
+    assert "serving_default" in labelled.metadata(version_label="canary").signature_def
+
+
+@pytest.mark.parametrize("label,code,message", [
+    ("nope", grpc.StatusCode.INVALID_ARGUMENT, "Unrecognized servable version label: nope"),
+    ("", grpc.StatusCode.INVALID_ARGUMENT, "Unrecognized servable version label"),
+    ("retired", grpc.StatusCode.NOT_FOUND, "Version 7"),
+])
+def test_bad_version_labels_get_a_status(labelled, label, code, message):
+    for call in (lambda: labelled.translate(["x"], version_label=label),
+                 lambda: labelled.status(version_label=label)):
+        with pytest.raises(grpc.RpcError) as error:
+            call()
+        assert error.value.code() == code
+        assert message in error.value.details()
+    assert labelled.translate(["The dog sleeps."], version_label="stable")["version"] == 1
+
+
+def test_client_refuses_a_version_and_a_label(client):
+    with pytest.raises(ValueError, match="not both"):
+        client.translate(["x"], version=1, version_label="stable")
+
+
+def test_parse_version_labels():
+    assert parse_version_labels(["stable=1", "canary=12"]) == {"stable": 1, "canary": 12}
+    assert parse_version_labels(None) == {}
+
+
+@pytest.mark.parametrize("pairs,match", [
+    (["stable"], "LABEL=VERSION"),
+    (["stable=one"], "LABEL=VERSION"),
+    (["stable=-1"], "LABEL=VERSION"),
+    (["=1"], "non-empty"),
+    (["a=1", "a=2"], "twice"),
+])
+def test_parse_version_labels_errors(pairs, match):
+    with pytest.raises(ValueError, match=match):
+        parse_version_labels(pairs)
