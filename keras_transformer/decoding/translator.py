@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from keras_transformer._validation import check_positive_int
 from keras_transformer.data.tokenizer import END_ID, START_ID
 from keras_transformer.decoding import _common
 from keras_transformer.decoding.beam_search import beam_search
@@ -86,10 +87,8 @@ class Translator(tf.Module):
 
         start = tf.fill([batch], START_ID)
         search = greedy_search if beam_size == 1 else beam_search
-        kwargs = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)
-        if beam_size > 1:
-            kwargs["beam_size"] = beam_size
-        return search(step, start, {"cache": cache}, **kwargs)
+        return search(step, start, {"cache": cache}, beam_size=beam_size, max_length=self.max_output_length,
+                      end_id=END_ID, alpha=self.alpha)
 
     def _detokenize(self, sequences):
         """`[batch, beams, length]` ids -> `[batch, beams]` strings."""
@@ -102,8 +101,7 @@ class Translator(tf.Module):
         """Returns `{"translations": [batch, beams], "scores": [batch, beams],
         "ids": [batch, beams, length]}`, best first."""
         beam_size = self.beam_size if beam_size is None else _common.as_int(beam_size)
-        if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
-            raise ValueError(f"`beam_size` must be an int >= 1. Received: beam_size={beam_size!r}")
+        check_positive_int("beam_size", beam_size)
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
         context = self.encode_text(text)
         sequences, scores = self._search(context, beam_size)
