@@ -1,12 +1,14 @@
 # The two set-up commands: `make demo` and `make test`. Each creates .venv on
-# first use and installs the package into it.
+# first use and installs the package with every extra into it.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# What runs under every Keras backend (TensorFlow runs the whole suite).
+BACKEND_TESTS := tests/layers tests/models tests/test_losses.py tests/test_metrics.py tests/test_schedules.py
 
-.PHONY: demo test install benchmark clean
+.PHONY: demo test lint install benchmark clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,8 +21,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: $(STAMP) lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+	KERAS_BACKEND=jax $(PY) -m pytest $(BACKEND_TESTS)
+	KERAS_BACKEND=torch $(PY) -m pytest $(BACKEND_TESTS)
 
 benchmark: $(STAMP)
 	$(PY) -m pip install --quiet '.[benchmark]'

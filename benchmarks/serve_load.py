@@ -21,7 +21,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from keras_transformer.data.synthetic import generate_pairs  # noqa: E402
-from serving.client import GrpcTranslationClient  # noqa: E402
+from keras_transformer.serving.grpc_client import GrpcTranslationClient  # noqa: E402
 
 
 def main():

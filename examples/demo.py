@@ -28,8 +28,8 @@ def main():
     from keras_transformer.decoding import Translator, evaluate
     from keras_transformer.export import export_version
     from keras_transformer.training import TrainConfig, load_run, train
-    from serving.client import GrpcTranslationClient
-    from serving.server import start_server
+    from keras_transformer.serving.grpc_client import GrpcTranslationClient
+    from keras_transformer.serving.server import start_server
 
     steps = int(os.environ.get("KT_DEMO_STEPS", "1500"))
     for path in (RUN, EXPORTS):

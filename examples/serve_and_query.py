@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 from keras_transformer.export import export_run
-from serving.client import GrpcTranslationClient
+from keras_transformer.serving.grpc_client import GrpcTranslationClient
 
 OUT = os.environ.get("KT_EXAMPLE_DIR", "runs")
 run = sys.argv[1] if len(sys.argv) > 1 else "runs/demo"

@@ -1,20 +1,20 @@
 """keras_transformer: Keras 3 layers and a servable Transformer for translation.
 
-Sub-packages: `layers`, `models`, `schedules`, `losses`, `metrics`, `data`,
-`training`, `decoding`, `export`, `tuning`.
+Importing the package loads the layers, the model, the losses, the metrics
+and the schedules, which need Keras alone and run on any Keras 3 backend.
+The rest is imported by name when needed, each sub-package with its own
+optional dependencies (see `setup.cfg`'s extras): `data`, `training`,
+`decoding`, `export`, `serving`, `tuning`.
+
+The package leaves the environment as it finds it: choose the Keras backend
+(`KERAS_BACKEND`) before importing it, as with Keras itself.
 """
 
-import os
-
-# Keras 3 on TensorFlow; set before Keras is imported anywhere.
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import layers  # noqa: E402
-from keras_transformer import losses  # noqa: E402
-from keras_transformer import metrics  # noqa: E402
-from keras_transformer import models  # noqa: E402
-from keras_transformer import schedules  # noqa: E402
+from keras_transformer import layers
+from keras_transformer import losses
+from keras_transformer import metrics
+from keras_transformer import models
+from keras_transformer import schedules
 
 __version__ = "0.1.0"
 

@@ -12,6 +12,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _train_parser(sub):
+    from keras_transformer.training import config as config_lib
     from keras_transformer.training.config import TrainConfig
 
     p = sub.add_parser("train", help="train a translation model")
@@ -26,6 +27,9 @@ def _train_parser(sub):
             p.add_argument(flag, type=json.loads, default=None, help="JSON dict of Transformer arguments")
         elif field.name == "devices":
             p.add_argument(flag, default=None, help="comma-separated devices for --strategy mirrored")
+        elif field.name == "backend":
+            p.add_argument(flag, choices=config_lib.BACKENDS, default=None,
+                           help="Keras backend to train on (default: KERAS_BACKEND, else tensorflow)")
         elif kind is bool:
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
         else:
@@ -101,7 +105,7 @@ def _translate(args):
 
 
 def _serve(args):
-    from serving.server import parse_version_labels, serve_forever
+    from keras_transformer.serving.server import parse_version_labels, serve_forever
 
     serve_forever(args.model_base_path, args.model_name, host=args.host, port=args.port,
                   poll_seconds=args.poll_seconds, version_policy=args.version_policy,
@@ -109,7 +113,7 @@ def _serve(args):
 
 
 def _client(args):
-    from serving.client import GrpcTranslationClient
+    from keras_transformer.serving.grpc_client import GrpcTranslationClient
 
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
     with GrpcTranslationClient(args.server, args.model, timeout=args.timeout) as client:
@@ -227,7 +231,17 @@ def build_parser():
     return parser
 
 
+def _choose_backend(argv):
+    """Sets KERAS_BACKEND from `--backend` before anything imports Keras."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--backend")
+    known, _ = pre.parse_known_args(argv)
+    if known.backend:
+        os.environ["KERAS_BACKEND"] = known.backend
+
+
 def main(argv=None):
+    _choose_backend(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

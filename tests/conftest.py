@@ -19,6 +19,19 @@ def _policy():
     keras.config.set_dtype_policy("float32")
 
 
+@pytest.fixture(autouse=True)
+def _torch_inference(request):
+    """Under PyTorch, tests read outputs as NumPy, which a tensor that
+    tracks gradients refuses: only tests marked `trains` track them."""
+    if keras.backend.backend() != "torch" or request.node.get_closest_marker("trains"):
+        yield
+        return
+    import torch
+
+    with torch.no_grad():
+        yield
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)

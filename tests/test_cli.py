@@ -2,14 +2,14 @@
 
 import pytest
 
-import serving.client
-import serving.server
+from keras_transformer.serving import grpc_client
+from keras_transformer.serving import server as serving_server
 from keras_transformer import cli
 
 
 def test_serve_passes_the_version_policy_and_labels(monkeypatch, tmp_path):
     calls = []
-    monkeypatch.setattr(serving.server, "serve_forever", lambda *args, **kwargs: calls.append((args, kwargs)))
+    monkeypatch.setattr(serving_server, "serve_forever", lambda *args, **kwargs: calls.append((args, kwargs)))
     assert cli.main(["serve", "--model-base-path", str(tmp_path), "--model-name", "translator",
                      "--version-policy", "all", "--version-label", "stable=1",
                      "--version-label", "canary=2"]) == 0
@@ -20,7 +20,7 @@ def test_serve_passes_the_version_policy_and_labels(monkeypatch, tmp_path):
 
 
 def test_serve_refuses_a_bad_label_by_name(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(serving.server, "serve_forever", lambda *args, **kwargs: pytest.fail("served"))
+    monkeypatch.setattr(serving_server, "serve_forever", lambda *args, **kwargs: pytest.fail("served"))
     assert cli.main(["serve", "--model-base-path", str(tmp_path), "--model-name", "translator",
                      "--version-label", "stable"]) == 2
     assert "LABEL=VERSION" in capsys.readouterr().err
@@ -49,7 +49,7 @@ class _Client:
     (["--version-label", "canary"], None, "canary"),
 ])
 def test_client_names_a_version_or_a_label(monkeypatch, capsys, flags, version, label):
-    monkeypatch.setattr(serving.client, "GrpcTranslationClient", _Client)
+    monkeypatch.setattr(grpc_client, "GrpcTranslationClient", _Client)
     _Client.calls.clear()
     assert cli.main(["client", *flags, "Guten Tag"]) == 0
     assert capsys.readouterr().out == "GUTEN TAG\n"

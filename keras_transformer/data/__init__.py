@@ -1,5 +1,10 @@
 """Data: corpora (`synthetic`, `parallel:`, `tfds:`), tokenizers, tf.data pipeline."""
 
+from keras_transformer import _extras
+
+_extras.require("tensorflow", "data")
+_extras.require("tensorflow_text", "data")
+
 from keras_transformer.data.pipeline import LengthStats, length_stats, make_batches, tokenize_pairs
 from keras_transformer.data.sources import CorpusStats, load_dataset, parse_spec, read_parallel_files
 from keras_transformer.data.synthetic import generate_pairs

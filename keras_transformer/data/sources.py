@@ -10,6 +10,8 @@ import os
 
 import tensorflow as tf
 
+from keras_transformer._extras import require
+
 SYNTHETIC = "synthetic"
 
 
@@ -94,7 +96,7 @@ def parse_spec(spec):
 
 
 def _load_tfds(name, split, data_dir):
-    import tensorflow_datasets as tfds
+    tfds = require("tensorflow_datasets")
 
     if name == "synthetic_translation":
         from keras_transformer.data import synthetic_builder  # noqa: F401  (registers it)

@@ -14,7 +14,8 @@ import uuid
 
 import tensorflow as tf
 import tensorflow_text as tf_text
-from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
+
+from keras_transformer.data import tf_text_adapter
 
 PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
 SPECIAL_IDS = (PAD_ID, START_ID, END_ID)
@@ -37,9 +38,7 @@ class _SentencepieceResource(tf.saved_model.experimental.TrackableResource):
         _ = self.resource_handle  # creates the resource
 
     def _create_resource(self):
-        return gen_sentencepiece_tokenizer.sentencepiece_op(
-            model=self._model, shared_name=self._shared_name
-        )
+        return tf_text_adapter.sentencepiece_op(self._model, self._shared_name)
 
 
 class SubwordTokenizer(tf.Module):
@@ -66,7 +65,9 @@ class SubwordTokenizer(tf.Module):
         self.tokenizer = tf_text.SentencepieceTokenizer(
             model=self.model_proto, out_type=tf.int32
         )
-        self.tokenizer._model_resource = _SentencepieceResource(self.model_proto)
+        tf_text_adapter.set_model_resource(
+            self.tokenizer, _SentencepieceResource(self.model_proto)
+        )
         self.vocab_size = int(self.tokenizer.vocab_size())
         pieces = self.tokenizer.id_to_string(tf.range(4)).numpy()
         expected = [b"<pad>", b"<unk>", b"<s>", b"</s>"]

@@ -2,6 +2,8 @@
 
 import dataclasses
 
+from keras_transformer._extras import require
+
 
 @dataclasses.dataclass
 class Scores:
@@ -34,7 +36,7 @@ def score_translations(hypotheses, references):
     Returns:
         `Scores`.
     """
-    import sacrebleu
+    sacrebleu = require("sacrebleu")
 
     if len(hypotheses) != len(references):
         raise ValueError(

@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from keras_transformer._extras import require
+
 _SPECIAL = {"<pad>", "<s>", "</s>"}
 
 
@@ -14,7 +16,7 @@ def plot_cross_attention(session_model, sentence, path):
         sentence: the source sentence (str).
         path: the PNG to write.
     """
-    import matplotlib
+    matplotlib = require("matplotlib")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -3,7 +3,6 @@
 import math
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_transformer._validation import check_positive_int
@@ -117,19 +116,15 @@ class PositionalEmbedding(keras.layers.Layer):
                 f"max_length={self.max_length} of layer '{self.name}'. Truncate "
                 "the input or build the layer with a larger `max_length`."
             )
-        positions = ops.arange(length, dtype="int32") + ops.cast(start_index, "int32")
-        if static_end is None:
-            # Gather does not fail on every device for an index out of range.
-            tf.debugging.assert_less_equal(
-                positions[-1:] + 1,
-                self.max_length,
-                message=f"Sequence is longer than max_length={self.max_length} "
-                f"of layer '{self.name}'",
-            )
         if self.position_encoding == "learned":
-            return self.position_embedding(positions)
-        table = ops.convert_to_tensor(self._encoding_table, dtype=self.compute_dtype)
-        return ops.take(table, positions, axis=0)
+            table = ops.convert_to_tensor(self.position_embedding.embeddings)
+        else:
+            table = ops.convert_to_tensor(self._encoding_table)
+        # A slice, not a gather: TensorFlow's slice fails for positions past
+        # the table on every device, where a gather on a GPU returns zeros.
+        start = ops.cast(start_index, "int32")
+        rows = ops.slice(table, (start, 0), (length, self.d_model))
+        return ops.cast(rows, self.compute_dtype)
 
     def call(self, token_ids, start_index=0):
         x = self.token_embedding(token_ids)  # [batch, length, d_model]

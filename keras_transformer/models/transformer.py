@@ -1,7 +1,6 @@
 """The encoder-decoder Transformer of "Attention Is All You Need"."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers import Decoder, Encoder, PositionalEmbedding
@@ -293,52 +292,6 @@ class Transformer(keras.Model):
             encoder_outputs_mask=ops.not_equal(context_ids, 0),
         )
         return ops.mean(ops.cast(scores, "float32"), axis=1)
-
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        if getattr(self, "_distribute_strategy", None) is None:
-            # Without a strategy, Keras leaves the optimizer unbuilt until the
-            # train step is traced; its slots created inside the trace make
-            # TensorFlow trace the step a second time, which is about half
-            # of fit's start-up. Built here, the step is traced once (as when
-            # BackupAndRestore resumes a run, which builds it the same way).
-            optimizer = getattr(self, "optimizer", None)
-            if optimizer is not None and not optimizer.built and all(
-                layer.built for layer in self._flatten_layers()
-            ):
-                optimizer.build(self.trainable_variables)
-        # Keras learns shapes here by MEAN-reducing the first distributed
-        # batch across replicas, which fails when token-budget batches split
-        # into shards of different sizes (e.g. 11 rows over 2 replicas) or
-        # differ between workers. The first replica's shard has the shapes.
-        strategy = getattr(self, "_distribute_strategy", None)
-        if iterator is not None and data_batch is None and strategy is not None:
-            for _, _, batches in iterator:
-                batch = next(batches)
-                break
-            else:
-                batch = None
-
-            def local(value):
-                if isinstance(value, tf.distribute.DistributedValues):
-                    return strategy.experimental_local_results(value)[0]
-                return value
-
-            data_batch = None if batch is None else tf.nest.map_structure(local, batch)
-            iterator = None
-        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
-
-    def _multi_worker_logs(self, logs):
-        # Keras reduces logs across workers with MEAN over axis 0, which
-        # scalars lack; a leading axis of 1 reduces to the same scalar.
-        if isinstance(self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            return {k: ops.reshape(v, [1]) for k, v in logs.items()}
-        return logs
-
-    def train_step(self, data):
-        return self._multi_worker_logs(super().train_step(data))
-
-    def test_step(self, data):
-        return self._multi_worker_logs(super().test_step(data))
 
     def get_config(self):
         config = {

@@ -4,6 +4,7 @@ import os
 
 import keras
 
+from keras_transformer.training import keras_adapter
 from keras_transformer.training.epoch_weights import EpochWeights
 from keras_transformer.training.time_limit import TimeLimit
 
@@ -12,7 +13,7 @@ class _StatusLine(keras.callbacks.Callback):
     """Prints where a run starts (fresh or resumed) for people and logs."""
 
     def on_train_begin(self, logs=None):
-        epoch = getattr(self.model, "_initial_epoch", 0) or 0
+        epoch = keras_adapter.initial_epoch(self.model)
         step = int(self.model.optimizer.iterations.numpy())
         if step:
             print(f"Resuming from the last checkpoint: epoch {epoch + 1}, optimizer step {step}", flush=True)

@@ -7,7 +7,10 @@ import os
 from keras_transformer._validation import check_positive_int, check_positive_number
 from keras_transformer.models.presets import PRESETS
 
+from keras_transformer._extras import require
+
 STRATEGIES = ("auto", "mirrored", "multi_worker")
+BACKENDS = ("tensorflow", "jax", "torch")
 
 
 @dataclasses.dataclass
@@ -44,6 +47,11 @@ class TrainConfig:
         strategy: `auto`, `mirrored` or `multi_worker` (`TF_CONFIG`).
         devices: devices for `mirrored` (default: all GPUs, else the CPU).
         checkpoint_every: steps between backups for resuming.
+        backend: the Keras backend to train on (`tensorflow`, `jax` or
+            `torch`); None for the one Keras is configured with. It must be
+            chosen before Keras is imported, as `keras-transformer train
+            --backend` does; the input pipeline is tf.data either way, and
+            the run's weights load into any backend (export uses TensorFlow).
         data_dir: TFDS data directory.
         seed: random seed.
         verbose: Keras progress output (0, 1, 2).
@@ -70,6 +78,7 @@ class TrainConfig:
     jit_compile: bool = False
     strategy: str = "auto"
     devices: list | None = None
+    backend: str | None = None
     checkpoint_every: int = 200
     data_dir: str | None = None
     seed: int = 0
@@ -97,6 +106,13 @@ class TrainConfig:
                 # Each worker would stop on its own clock, at different steps,
                 # and the others would wait for it in the all-reduce forever.
                 raise ValueError("`time_limit_minutes` cannot be used with strategy='multi_worker'")
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise ValueError(f"`backend` must be one of {BACKENDS}. Received: backend={self.backend!r}")
+        if self.backend not in (None, "tensorflow") and self.strategy != "auto":
+            raise ValueError(
+                f"`strategy={self.strategy!r}` is a tf.distribute strategy and needs "
+                f"backend='tensorflow'. Received: backend={self.backend!r}"
+            )
         if self.length_policy not in ("filter", "truncate"):
             raise ValueError(f"`length_policy` must be filter or truncate. Received: {self.length_policy!r}")
         if self.batch_tokens < self.max_length:
@@ -123,7 +139,7 @@ def read_config_file(path):
     with open(path, encoding="utf-8") as f:
         text = f.read()
     if path.endswith((".yaml", ".yml")):
-        import yaml
+        yaml = require("yaml")
 
         values = yaml.safe_load(text) or {}
     else:

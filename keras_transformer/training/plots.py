@@ -4,7 +4,9 @@ import csv
 import os
 
 from keras_transformer.training.run_directory import RunDirectory
-from keras_transformer.training.schedules import WarmupSchedule
+from keras_transformer.schedules import WarmupSchedule
+
+from keras_transformer._extras import require
 
 
 def _read_history(path):
@@ -26,7 +28,7 @@ def plot_run(run_path, output_dir=None):
     Returns:
         The paths written.
     """
-    import matplotlib
+    matplotlib = require("matplotlib")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

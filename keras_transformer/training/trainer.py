@@ -12,12 +12,24 @@ from keras_transformer.models.transformer import Transformer
 from keras_transformer.training import averaging
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import host_memory
+from keras_transformer.training import recipe
 from keras_transformer.training import strategies
 from keras_transformer.training.config import TrainConfig
-from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
-from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.run_directory import RunDirectory
-from keras_transformer.training.schedules import WarmupSchedule
+
+
+def devices():
+    """The accelerators and CPUs the Keras backend computes on, by name."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return [str(d) for d in jax.devices()]
+    if backend == "torch":
+        import torch
+
+        return [f"cuda:{i}" for i in range(torch.cuda.device_count())] or ["cpu"]
+    return [d.name for d in tf.config.list_logical_devices() if d.device_type in ("GPU", "CPU")]
 
 
 def set_precision(mixed):
@@ -25,7 +37,7 @@ def set_precision(mixed):
     bfloat16 on CPU. Returns the policy name."""
     if not mixed:
         policy = "float32"
-    elif tf.config.list_physical_devices("GPU"):
+    elif any("cpu" not in name.lower() for name in devices()):
         policy = "mixed_float16"
     else:
         policy = "mixed_bfloat16"
@@ -60,8 +72,9 @@ def _validation(config):
     return sources.default_validation_spec(config.dataset)
 
 
-def build_model(config, source_vocab, target_vocab):
-    """The compiled `Transformer` of `config` (call under a strategy scope)."""
+def build_model(config, source_vocab, target_vocab, strategy=None):
+    """The compiled `Transformer` of `config`, ready for `fit` (call under
+    `strategy`'s scope)."""
     model = Transformer.from_preset(
         config.preset,
         source_vocab,
@@ -69,14 +82,15 @@ def build_model(config, source_vocab, target_vocab):
         **{"max_length": max(config.max_length, 256), **config.model_overrides},
     )
     model.build(((None, None), (None, None)))
-    schedule = WarmupSchedule(model.d_model, config.warmup_steps, scale=config.lr_scale)
-    model.compile(
-        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
-        loss=MaskedSparseCategoricalCrossentropy(label_smoothing=config.label_smoothing),
-        metrics=[MaskedAccuracy()],
-        jit_compile=config.jit_compile,
+    return recipe.compile_for_training(
+        model,
+        warmup_steps=config.warmup_steps,
+        lr_scale=config.lr_scale,
+        label_smoothing=config.label_smoothing,
+        # JAX without jit runs op by op, orders of magnitude slower.
+        jit_compile=config.jit_compile or keras.backend.backend() == "jax",
+        strategy=strategy,
     )
-    return model
 
 
 def train(config, log=print):
@@ -95,13 +109,21 @@ def train(config, log=print):
     """
     if isinstance(config, dict):
         config = TrainConfig.from_dict(config)
+    if config.backend is not None and config.backend != keras.backend.backend():
+        raise ValueError(
+            f"The run asks for backend={config.backend!r}, but Keras was imported with "
+            f"{keras.backend.backend()!r}: set KERAS_BACKEND={config.backend} before Keras "
+            "is imported (`keras-transformer train --backend` does)"
+        )
     keras.utils.set_random_seed(config.seed)
     host_memory.retain_freed_memory()
     policy = set_precision(config.mixed_precision)
     strategy = strategies.get_strategy(config.strategy, config.devices)
     worker_index, is_chief = strategies.worker_info()
-    devices = [d.name for d in tf.config.list_logical_devices() if d.device_type in ("GPU", "CPU")]
-    log(f"Devices: {devices}; policy {policy}; replicas {strategy.num_replicas_in_sync}")
+    log(
+        f"Backend {keras.backend.backend()}; devices: {devices()}; policy {policy}; "
+        f"replicas {strategy.num_replicas_in_sync}"
+    )
 
     run = RunDirectory(config.output_dir)
     os.makedirs(run.path, exist_ok=True)
@@ -142,7 +164,9 @@ def train(config, log=print):
         )
 
     with strategy.scope():
-        model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
+        model = build_model(
+            config, source_tokenizer.vocab_size, target_tokenizer.vocab_size, strategy
+        )
     if is_chief:
         run.write_json(run.model_config, {**model.get_config(), "dtype": None})
 

@@ -1,5 +1,10 @@
 """keras-tuner integration: the search space, BLEU objective and the search driver."""
 
+from keras_transformer import _extras
+
+_extras.require("keras_tuner", "tuning")
+_extras.require("tensorflow", "tuning")
+
 from keras_transformer.tuning.bleu_callback import BleuCallback
 from keras_transformer.tuning.hypermodel import DEFAULT_SPACE, TransformerHyperModel
 

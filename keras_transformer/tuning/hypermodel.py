@@ -1,12 +1,9 @@
 """A keras-tuner HyperModel over the Transformer and its training recipe."""
 
-import keras
 import keras_tuner
 
 from keras_transformer.models.transformer import Transformer
-from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
-from keras_transformer.training.metrics import MaskedAccuracy
-from keras_transformer.training.schedules import WarmupSchedule
+from keras_transformer.training.recipe import compile_for_training
 
 DEFAULT_SPACE = {
     "num_layers": [1, 2, 3, 4, 6],
@@ -95,14 +92,12 @@ class TransformerHyperModel(keras_tuner.HyperModel):
             max_length=self.max_length,
         )
         model.build(((None, None), (None, None)))
-        schedule = WarmupSchedule(config["d_model"], config["warmup_steps"])
-        model.compile(
-            optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
-            loss=MaskedSparseCategoricalCrossentropy(label_smoothing=config["label_smoothing"]),
-            metrics=[MaskedAccuracy()],
+        return compile_for_training(
+            model,
+            warmup_steps=config["warmup_steps"],
+            label_smoothing=config["label_smoothing"],
             jit_compile=self.jit_compile,
         )
-        return model
 
     def fit(self, hp, model, *args, **kwargs):
         """Fits with the sampled `batch_size` (for array inputs, or a

@@ -20,6 +20,8 @@ from keras_transformer.training.trainer import prepare_tokenizers
 from keras_transformer.tuning.bleu_callback import BleuCallback
 from keras_transformer.tuning.hypermodel import TransformerHyperModel
 
+from keras_transformer._extras import require
+
 TUNERS = ("random", "hyperband", "bayesian")
 
 
@@ -36,7 +38,7 @@ def _examples(dataset, source_tokenizer, target_tokenizer, max_length):
 
 def make_tuner(kind, hypermodel, objective, directory, max_trials, epochs, seed=0):
     """The keras-tuner tuner `kind` (`random`, `hyperband`, `bayesian`)."""
-    import keras_tuner
+    keras_tuner = require("keras_tuner")
 
     direction = "max" if objective in ("val_bleu", "val_masked_accuracy", "masked_accuracy") else "min"
     objective = keras_tuner.Objective(objective, direction)

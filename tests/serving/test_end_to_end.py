@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from serving.client import GrpcTranslationClient
+from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from tests.training.conftest import REPO, free_port
 
 SENTENCES = ["The dog sleeps.", "A young woman reads the book because the children laugh."]

@@ -10,7 +10,7 @@ import tensorflow as tf
 from keras_transformer.decoding import Translator
 from keras_transformer.export import export_version
 from keras_transformer.training import load_run
-from serving.client import GrpcTranslationClient
+from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from tests.training.conftest import free_port
 
 BINARY = shutil.which("tensorflow_model_server")

@@ -6,7 +6,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from serving.rest_client import RestTranslationClient
+from keras_transformer.serving.rest_client import RestTranslationClient
 
 
 class _Handler(BaseHTTPRequestHandler):

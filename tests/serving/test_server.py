@@ -11,8 +11,8 @@ import tensorflow as tf
 from keras_transformer.decoding import Translator
 from keras_transformer.export import export_version
 from keras_transformer.training import load_run
-from serving.client import GrpcTranslationClient
-from serving.server import parse_version_labels, start_server
+from keras_transformer.serving.grpc_client import GrpcTranslationClient
+from keras_transformer.serving.server import parse_version_labels, start_server
 
 MAX_LENGTH = 20
 

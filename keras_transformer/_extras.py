@@ -1,0 +1,39 @@
+"""Imports of optional dependencies, with an error that says what to install."""
+
+import importlib
+
+# Which extra of `setup.cfg` provides each optional module.
+EXTRA_OF = {
+    "tensorflow": "tensorflow",
+    "tensorflow_text": "data",
+    "tensorflow_datasets": "data",
+    "sentencepiece": "data",
+    "sacrebleu": "data",
+    "yaml": "data",
+    "psutil": "data",
+    "grpc": "serving",
+    "tensorflow_serving": "serving",
+    "keras_tuner": "tuning",
+    "matplotlib": "plots",
+}
+
+
+def require(module, extra=None):
+    """Imports `module`, or raises an `ImportError` naming the pip command.
+
+    Args:
+        module: the module to import, e.g. `"tensorflow_text"`.
+        extra: the extra that provides it; defaults to `EXTRA_OF`'s entry
+            for the module's top-level package.
+
+    Returns:
+        The imported module.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        extra = extra or EXTRA_OF.get(module.split(".")[0], "all")
+        raise ImportError(
+            f"{module} is not installed; it comes with keras_transformer's "
+            f'"{extra}" extra: pip install "keras-transformer[{extra}]"'
+        ) from error

@@ -1,1 +1,0 @@
-"""Serving: TF Serving configs, gRPC and REST clients, and a local server."""

@@ -1,0 +1,83 @@
+"""The private Keras names training relies on, and what it does with them."""
+
+import inspect
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.models import Transformer
+from keras_transformer.training import keras_adapter
+from keras_transformer.training.recipe import compile_for_training
+
+
+def _model():
+    return Transformer(1, 16, 2, 32, input_vocab_size=30, target_vocab_size=30)
+
+
+def _data(batch=8):
+    rng = np.random.default_rng(0)
+    src = rng.integers(1, 30, (batch, 5))
+    tgt = rng.integers(1, 30, (batch, 4))
+    return (src, tgt), tgt
+
+
+def test_keras_still_has_the_symbolic_build_hook():
+    # Fails loudly when a Keras release renames the hook or its arguments.
+    keras_adapter.check_symbolic_build()
+    parameters = inspect.signature(keras.Model._maybe_symbolic_build).parameters
+    assert {"iterator", "data_batch"} <= set(parameters)
+
+
+def test_a_missing_hook_is_named(monkeypatch):
+    for cls in keras.Model.__mro__:
+        if "_maybe_symbolic_build" in vars(cls):
+            monkeypatch.delattr(cls, "_maybe_symbolic_build")
+    with pytest.raises(RuntimeError, match="keras_adapter.py"):
+        keras_adapter.check_symbolic_build()
+
+
+@pytest.mark.parametrize("built", [True, False])
+def test_fit_traces_the_train_step_once(built):
+    model = _model()
+    if built:
+        model.build(((None, None), (None, None)))
+    compile_for_training(model, warmup_steps=10)
+    assert model.optimizer.built == built
+    traces = []
+    train_step = model.train_step
+
+    def counted(data):
+        traces.append(1)
+        return train_step(data)
+
+    model.train_step = counted
+    x, y = _data()
+    model.fit(x, y, batch_size=4, epochs=2, verbose=0)
+    # Unbuilt, the weights and the optimizer's slots are created in the
+    # first trace, and TensorFlow traces the step again, as for any model.
+    assert len(traces) == (1 if built else 2)
+    assert model.optimizer.iterations.numpy() == 4
+
+
+class _Record(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.epoch = keras_adapter.initial_epoch(self.model)
+
+
+def test_initial_epoch_is_the_restored_epoch(tmp_path):
+    model = _model()
+    model.build(((None, None), (None, None)))
+    compile_for_training(model, warmup_steps=10)
+    x, y = _data()
+    backup = keras.callbacks.BackupAndRestore(str(tmp_path), delete_checkpoint=False)
+    first, resumed = _Record(), _Record()
+    model.fit(x, y, epochs=2, verbose=0, callbacks=[backup, first])
+    # BackupAndRestore restores in on_train_begin, before later callbacks.
+    model.fit(x, y, epochs=4, verbose=0, callbacks=[backup, resumed])
+    assert (first.epoch, resumed.epoch) == (0, 2)
+
+
+def test_initial_epoch_names_a_missing_attribute():
+    with pytest.raises(RuntimeError, match="_initial_epoch"):
+        keras_adapter.initial_epoch(object())
