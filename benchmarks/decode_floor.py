@@ -66,7 +66,9 @@ def matmuls(rows, dtype):
         def body(i, x):
             hidden, total = x, 0.0
             for kernel in kernels:
-                inputs = hidden if kernel.shape[0] == D_MODEL else tf.tile(hidden, [1, DFF // D_MODEL])
+                inputs = (
+                    hidden if kernel.shape[0] == D_MODEL else tf.tile(hidden, [1, DFF // D_MODEL])
+                )
                 y = tf.cast(tf.matmul(tf.cast(inputs, dtype), kernel), tf.float32)
                 total += tf.reduce_sum(y)
                 if y.shape[1] == D_MODEL:
@@ -83,7 +85,9 @@ def search(batch, beams):
     def build():
         table = tf.random.stateless_normal([64, VOCAB], seed=[1, 2])
         # The end token never wins, so every run generates STEPS tokens.
-        table = tf.tensor_scatter_nd_update(table, [[r, END_ID] for r in range(64)], tf.fill([64], -1e9))
+        table = tf.tensor_scatter_nd_update(
+            table, [[r, END_ID] for r in range(64)], tf.fill([64], -1e9)
+        )
 
         def step(ids, index, state):
             return tf.gather(table, (ids + index) % 64), state
@@ -100,8 +104,11 @@ def search(batch, beams):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--matmul-dtypes", default="float32,bfloat16",
-                        help="weight dtypes of the matmul rows (comma-separated)")
+    parser.add_argument(
+        "--matmul-dtypes",
+        default="float32,bfloat16",
+        help="weight dtypes of the matmul rows (comma-separated)",
+    )
     args = parser.parse_args()
     dtypes = args.matmul_dtypes.split(",")
     print("| part | rows | ms for 32 steps |")
@@ -114,7 +121,10 @@ def main():
     for batch in (1, 32):
         for beams in (4, 1):
             name = "beam_search, beam 4" if beams == 4 else "greedy_search"
-            print(f"| {name}, table lookup step | {batch * beams} | {_session_ms(search(batch, beams), args.repeats):.1f} |")
+            print(
+                f"| {name}, table lookup step | {batch * beams} | "
+                f"{_session_ms(search(batch, beams), args.repeats):.1f} |"
+            )
 
 
 if __name__ == "__main__":

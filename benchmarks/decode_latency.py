@@ -63,13 +63,17 @@ def ours(repeats, data_dir):
     model.output_projection.set_weights([kernel, bias])
     base = tempfile.mkdtemp()
     try:
-        path = export_version(model, source, target, base, max_length=GENERATED, beam_size=4, check=False)
+        path = export_version(
+            model, source, target, base, max_length=GENERATED, beam_size=4, check=False
+        )
         served = SessionModel(path)
         results = {}
         for batch in (1, 32):
             text = np.array([s.encode() for s in sentences[:batch]], dtype=object)
             for name, signature in (("beam4", "serving_default"), ("greedy", "translate_greedy")):
-                results[(name, batch)] = _timed(lambda: served.run(signature, {"text": text}), repeats)
+                results[(name, batch)] = _timed(
+                    lambda: served.run(signature, {"text": text}), repeats
+                )
         served.close()
         return results
     finally:
@@ -96,24 +100,37 @@ def keras_hub_side(repeats, jit):
     head(hidden)
     results = {}
     for batch in (1, 32):
-        context = np.random.default_rng(0).integers(4, VOCAB, (batch, SOURCE_LENGTH)).astype("int32")
+        context = (
+            np.random.default_rng(0).integers(4, VOCAB, (batch, SOURCE_LENGTH)).astype("int32")
+        )
         total = GENERATED + 1
 
         def generate(sampler, context=context, batch=batch):
             x = embed_src(context)
             for layer in encoders:
                 x = layer(x)
-            prompt = tf.concat([tf.fill([batch, 1], 2), tf.zeros([batch, total - 1], tf.int32)], axis=1)
+            prompt = tf.concat(
+                [tf.fill([batch, 1], 2), tf.zeros([batch, total - 1], tf.int32)], axis=1
+            )
             self_cache = tf.zeros([batch, LAYERS, 2, total, HEADS, head_dim])
 
             def project(dense):  # [batch, source_length, heads, head_dim]
                 return tf.reshape(dense(x), [batch, -1, HEADS, head_dim])
 
             # Cross-attention keys/values computed once, as in keras-hub's BART.
-            cross_cache = tf.stack([
-                tf.stack([project(d._cross_attention_layer._key_dense),
-                          project(d._cross_attention_layer._value_dense)], axis=1)
-                for d in decoders], axis=1)  # [batch, layers, 2, source_length, heads, head_dim]
+            cross_cache = tf.stack(
+                [
+                    tf.stack(
+                        [
+                            project(d._cross_attention_layer._key_dense),
+                            project(d._cross_attention_layer._value_dense),
+                        ],
+                        axis=1,
+                    )
+                    for d in decoders
+                ],
+                axis=1,
+            )  # [batch, layers, 2, source_length, heads, head_dim]
 
             def next_fn(prompt, cache, index):
                 self_cache, cross_cache = cache[:, 0], cache[:, 1]
@@ -123,10 +140,14 @@ def keras_hub_side(repeats, jit):
                 y = embed_tgt(token, start_index=index - 1)
                 caches = []
                 for i, layer in enumerate(decoders):
-                    y, new_self, _ = layer(y, memory, self_attention_cache=self_cache[:, i],
-                                           self_attention_cache_update_index=index - 1,
-                                           cross_attention_cache=cross_cache[:, i],
-                                           cross_attention_cache_update_index=None)
+                    y, new_self, _ = layer(
+                        y,
+                        memory,
+                        self_attention_cache=self_cache[:, i],
+                        self_attention_cache_update_index=index - 1,
+                        cross_attention_cache=cross_cache[:, i],
+                        cross_attention_cache_update_index=None,
+                    )
                     caches.append(new_self)
                 logits = head(y)[:, 0]
                 logits = logits - 1e9 * tf.one_hot(3, VOCAB)  # never end: exactly GENERATED tokens
@@ -137,11 +158,19 @@ def keras_hub_side(repeats, jit):
             pad = total - SOURCE_LENGTH
             padded_cross = tf.pad(cross_cache, [[0, 0], [0, 0], [0, 0], [0, pad], [0, 0], [0, 0]])
             cache = tf.stack([self_cache, padded_cross], axis=1)
-            return sampler(next_fn, prompt, cache=cache, index=1, mask=tf.concat(
-                [tf.ones([batch, 1], bool), tf.zeros([batch, total - 1], bool)], 1), stop_token_ids=None)
+            return sampler(
+                next_fn,
+                prompt,
+                cache=cache,
+                index=1,
+                mask=tf.concat([tf.ones([batch, 1], bool), tf.zeros([batch, total - 1], bool)], 1),
+                stop_token_ids=None,
+            )
 
-        for name, sampler in (("beam4", keras_hub.samplers.BeamSampler(num_beams=4)),
-                              ("greedy", keras_hub.samplers.GreedySampler())):
+        for name, sampler in (
+            ("beam4", keras_hub.samplers.BeamSampler(num_beams=4)),
+            ("greedy", keras_hub.samplers.GreedySampler()),
+        ):
             fn = tf.function(lambda s=sampler: generate(s), jit_compile=jit)
             try:
                 results[(name, batch)] = _timed(fn, repeats)
@@ -149,23 +178,34 @@ def keras_hub_side(repeats, jit):
                 traceback.print_exc()
                 print(f"keras-hub {name} batch {batch} jit={jit} failed: {error!r}", flush=True)
                 results[(name, batch)] = float("nan")
-            print(f"keras-hub {name} batch {batch} jit={jit}: {results[(name, batch)]:.1f} ms", flush=True)
+            print(
+                f"keras-hub {name} batch {batch} jit={jit}: {results[(name, batch)]:.1f} ms",
+                flush=True,
+            )
     return results
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--data", default=os.path.join("..", "shared", "data", "multi30k"),
-                        help="Multi30k directory (tokenizers and test sentences)")
+    parser.add_argument(
+        "--data",
+        default=os.path.join("..", "shared", "data", "multi30k"),
+        help="Multi30k directory (tokenizers and test sentences)",
+    )
     parser.add_argument("--ours-only", action="store_true", help="skip the keras-hub half")
     args = parser.parse_args()
     ours_ms = ours(args.repeats, args.data)
-    print("ours (ms):", {f"{k[0]} batch {k[1]}": round(v, 1) for k, v in ours_ms.items()}, flush=True)
+    print(
+        "ours (ms):", {f"{k[0]} batch {k[1]}": round(v, 1) for k, v in ours_ms.items()}, flush=True
+    )
     if args.ours_only:
         return
     hub = {jit: keras_hub_side(args.repeats, jit) for jit in (False, True)}
-    print("| search | batch | ours, SavedModel (ms) | keras-hub (ms) | keras-hub XLA (ms) | speed-up vs XLA |")
+    print(
+        "| search | batch | ours, SavedModel (ms) | keras-hub (ms) | keras-hub XLA (ms) "
+        "| speed-up vs XLA |"
+    )
     print("| --- | --- | --- | --- | --- | --- |")
     for name in ("beam4", "greedy"):
         for batch in (1, 32):

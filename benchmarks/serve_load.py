@@ -38,10 +38,23 @@ def main():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "keras_transformer.cli", "serve", "--model-base-path", args.model_base_path,
-         "--model-name", "translator", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        [
+            sys.executable,
+            "-m",
+            "keras_transformer.cli",
+            "serve",
+            "--model-base-path",
+            args.model_base_path,
+            "--model-name",
+            "translator",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     for line in server.stdout:
         if line.startswith("READY"):
             break
@@ -79,9 +92,17 @@ def main():
     server.wait(timeout=60)
 
     latencies.sort()
-    p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000 if latencies else float("nan")
-    print(f"| {args.clients} clients x {args.seconds:.0f} s | requests {len(latencies)} | errors {len(errors)} "
-          f"| p50 {p(0.50):.0f} ms | p99 {p(0.99):.0f} ms | {done[0] / elapsed:.1f} sentences/s |")
+
+    def p(q):
+        if not latencies:
+            return float("nan")
+        return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000
+
+    print(
+        f"| {args.clients} clients x {args.seconds:.0f} s | requests {len(latencies)} "
+        f"| errors {len(errors)} "
+        f"| p50 {p(0.50):.0f} ms | p99 {p(0.99):.0f} ms | {done[0] / elapsed:.1f} sentences/s |"
+    )
     if errors:
         print("first errors:", errors[:3])
         sys.exit(1)

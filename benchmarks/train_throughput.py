@@ -82,8 +82,11 @@ def prepare(build, policy, jit):
     keras.config.set_dtype_policy(policy)
     keras.utils.set_random_seed(0)
     model = build()
-    model.compile(optimizer=keras.optimizers.Adam(1e-4), jit_compile=jit,
-                  loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.1))
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-4),
+        jit_compile=jit,
+        loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
+    )
     keras.config.set_dtype_policy("float32")
     rng = np.random.default_rng(0)
     context = rng.integers(1, VOCAB, (BATCH, LENGTH)).astype("int32")
@@ -133,20 +136,36 @@ def main():
     for (name, policy, jit), seconds in seconds_by.items():
         tokens = BATCH * LENGTH / seconds
         mfu = flops / seconds / peaks[policy]
-        rows.append(dict(model=name, policy=policy, jit_compile=jit, step_ms=seconds * 1000,
-                         target_tokens_per_s=tokens, mfu=mfu))
-        print(f"{name:18s} {policy:15s} jit={jit!s:5s} {seconds * 1000:8.1f} ms/step "
-              f"{tokens:9.0f} tok/s  MFU {mfu:6.1%}", flush=True)
-    print(f"\nmatmul peak: float32 {peaks['float32'] / 1e12:.2f} TFLOP/s, "
-          f"bfloat16 {peaks['mixed_bfloat16'] / 1e12:.2f} TFLOP/s; {flops / 1e9:.1f} GFLOP/step; "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+        rows.append(
+            dict(
+                model=name,
+                policy=policy,
+                jit_compile=jit,
+                step_ms=seconds * 1000,
+                target_tokens_per_s=tokens,
+                mfu=mfu,
+            )
+        )
+        print(
+            f"{name:18s} {policy:15s} jit={jit!s:5s} {seconds * 1000:8.1f} ms/step "
+            f"{tokens:9.0f} tok/s  MFU {mfu:6.1%}",
+            flush=True,
+        )
+    print(
+        f"\nmatmul peak: float32 {peaks['float32'] / 1e12:.2f} TFLOP/s, "
+        f"bfloat16 {peaks['mixed_bfloat16'] / 1e12:.2f} TFLOP/s; {flops / 1e9:.1f} GFLOP/step; "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    )
     by = {(r["model"], r["policy"], r["jit_compile"]): r["target_tokens_per_s"] for r in rows}
     for policy in ("float32", "mixed_bfloat16"):
         for jit in (False, True):
             ratio = by[("keras_transformer", policy, jit)] / by[("keras_hub", policy, jit)]
             print(f"ours / keras-hub, {policy}, jit={jit}: {ratio:.2f}x")
     for jit in (False, True):
-        ratio = by[("keras_transformer", "mixed_bfloat16", jit)] / by[("keras_transformer", "float32", jit)]
+        ratio = (
+            by[("keras_transformer", "mixed_bfloat16", jit)]
+            / by[("keras_transformer", "float32", jit)]
+        )
         print(f"ours bfloat16 / float32, jit={jit}: {ratio:.2f}x")
     if args.json:
         with open(args.json, "w") as f:

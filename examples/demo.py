@@ -27,20 +27,30 @@ def main():
     from keras_transformer.data import sources
     from keras_transformer.decoding import Translator, evaluate
     from keras_transformer.export import export_version
-    from keras_transformer.training import TrainConfig, load_run, train
     from keras_transformer.serving.grpc_client import GrpcTranslationClient
     from keras_transformer.serving.server import start_server
+    from keras_transformer.training import TrainConfig, load_run, train
 
     steps = int(os.environ.get("KT_DEMO_STEPS", "1500"))
     for path in (RUN, EXPORTS):
         shutil.rmtree(path, ignore_errors=True)
     started = time.time()
     config = TrainConfig(
-        dataset="synthetic", data_dir=TFDS, output_dir=RUN, preset="tiny",
+        dataset="synthetic",
+        data_dir=TFDS,
+        output_dir=RUN,
+        preset="tiny",
         model_overrides={"dropout_rate": 0.0},  # the task is noise-free
-        epochs=max(1, steps // 250), steps_per_epoch=min(250, steps),
-        batch_tokens=4096, max_length=96, vocab_size=1000, tokenizer_sample=60_000,
-        warmup_steps=400, lr_scale=2.0, checkpoint_every=250, verbose=2,
+        epochs=max(1, steps // 250),
+        steps_per_epoch=min(250, steps),
+        batch_tokens=4096,
+        max_length=96,
+        vocab_size=1000,
+        tokenizer_sample=60_000,
+        warmup_steps=400,
+        lr_scale=2.0,
+        checkpoint_every=250,
+        verbose=2,
     )
     train(config)
     print(f"\nTrained in {time.time() - started:.0f} s")

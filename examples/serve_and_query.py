@@ -23,10 +23,22 @@ if not os.path.exists(os.path.join(run, "model_config.json")):
     from keras_transformer.training import TrainConfig, train
 
     run = os.path.join(OUT, "serve_example_run")
-    train(TrainConfig(dataset="synthetic", data_dir=os.path.join(OUT, "tfds"), output_dir=run, preset="tiny",
-                      model_overrides={"num_layers": 1, "d_model": 64, "num_heads": 2, "dff": 128},
-                      epochs=1, steps_per_epoch=30, batch_tokens=1024, vocab_size=300,
-                      tokenizer_sample=5000, max_length=64, verbose=2))
+    train(
+        TrainConfig(
+            dataset="synthetic",
+            data_dir=os.path.join(OUT, "tfds"),
+            output_dir=run,
+            preset="tiny",
+            model_overrides={"num_layers": 1, "d_model": 64, "num_heads": 2, "dff": 128},
+            epochs=1,
+            steps_per_epoch=30,
+            batch_tokens=1024,
+            vocab_size=300,
+            tokenizer_sample=5000,
+            max_length=64,
+            verbose=2,
+        )
+    )
 
 base = os.path.join(OUT, "exports_example", "translator")
 version = export_run(run, base, max_length=64)
@@ -35,9 +47,23 @@ print("exported", version)
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
-server = subprocess.Popen([sys.executable, "-m", "keras_transformer.cli", "serve", "--model-base-path", base,
-                           "--model-name", "translator", "--port", str(port)],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+server = subprocess.Popen(
+    [
+        sys.executable,
+        "-m",
+        "keras_transformer.cli",
+        "serve",
+        "--model-base-path",
+        base,
+        "--model-name",
+        "translator",
+        "--port",
+        str(port),
+    ],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    text=True,
+)
 try:
     for line in server.stdout:
         if line.startswith("READY"):

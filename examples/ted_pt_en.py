@@ -22,7 +22,9 @@ def prepare():
     import tensorflow_datasets as tfds
 
     try:
-        tfds.builder(DATASET.split(":", 1)[1], data_dir=os.path.join(OUT, "tfds")).download_and_prepare()
+        tfds.builder(
+            DATASET.split(":", 1)[1], data_dir=os.path.join(OUT, "tfds")
+        ).download_and_prepare()
         return True
     except Exception as error:  # no route, DNS failure, refused download...
         print(f"Download failed: {type(error).__name__}: {str(error)[:200]}")
@@ -38,10 +40,21 @@ from keras_transformer.decoding import Translator, evaluate  # noqa: E402
 from keras_transformer.training import TrainConfig, load_run, train  # noqa: E402
 
 run = os.path.join(OUT, "ted_pt_en")
-train(TrainConfig(dataset=DATASET, output_dir=run, preset="small", epochs=10, vocab_size=8000,
-                  data_dir=os.path.join(OUT, "tfds"), verbose=2))
+train(
+    TrainConfig(
+        dataset=DATASET,
+        output_dir=run,
+        preset="small",
+        epochs=10,
+        vocab_size=8000,
+        data_dir=os.path.join(OUT, "tfds"),
+        verbose=2,
+    )
+)
 model, source_tokenizer, target_tokenizer, _ = load_run(run)
 test, _ = sources.load_dataset(DATASET, "test", os.path.join(OUT, "tfds"))
 test_sources, references = sources.sentences(test)
-scores, _ = evaluate(Translator(model, source_tokenizer, target_tokenizer), test_sources, references)
+scores, _ = evaluate(
+    Translator(model, source_tokenizer, target_tokenizer), test_sources, references
+)
 print(scores.describe())

@@ -40,13 +40,19 @@ h = EncoderBlock(d_model=64, num_heads=4, dff=128, dropout=0.1)(h)
 h = keras.layers.GlobalAveragePooling1D()(h)  # averages real tokens only
 outputs = keras.layers.Dense(1, activation="sigmoid")(h)
 model = keras.Model(tokens, outputs)
-model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="binary_crossentropy", metrics=["accuracy"])
-model.fit(x_train, y_train, batch_size=64, epochs=8 if not QUICK else 1, validation_split=0.1, verbose=2)
+model.compile(
+    optimizer=keras.optimizers.Adam(1e-3), loss="binary_crossentropy", metrics=["accuracy"]
+)
+model.fit(
+    x_train, y_train, batch_size=64, epochs=8 if not QUICK else 1, validation_split=0.1, verbose=2
+)
 print("test accuracy:", model.evaluate(x_test, y_test, verbose=0)[1])
 
 path = os.path.join(os.environ.get("KT_EXAMPLE_DIR", "runs"), "classifier.keras")
 os.makedirs(os.path.dirname(path), exist_ok=True)
 model.save(path)
 restored = keras.saving.load_model(path)
-np.testing.assert_allclose(restored.predict(x_test[:8], verbose=0), model.predict(x_test[:8], verbose=0), atol=1e-6)
+np.testing.assert_allclose(
+    restored.predict(x_test[:8], verbose=0), model.predict(x_test[:8], verbose=0), atol=1e-6
+)
 print("saved and reloaded:", path)

@@ -17,17 +17,29 @@ RUN = os.environ.get("KT_EXAMPLE_DIR", "runs") + "/translate_synthetic"
 TFDS = os.environ.get("KT_EXAMPLE_DIR", "runs") + "/tfds"
 
 config = TrainConfig(
-    dataset="synthetic", data_dir=TFDS, output_dir=RUN, preset="tiny",
-    model_overrides={"dropout_rate": 0.0} if not QUICK else
-    {"num_layers": 1, "d_model": 64, "num_heads": 2, "dff": 128, "dropout_rate": 0.0},
-    epochs=6 if not QUICK else 1, steps_per_epoch=250 if not QUICK else 20,
-    batch_tokens=4096 if not QUICK else 1024, max_length=96, vocab_size=1000,
-    tokenizer_sample=60_000 if not QUICK else 5_000, warmup_steps=400, lr_scale=2.0, verbose=2,
+    dataset="synthetic",
+    data_dir=TFDS,
+    output_dir=RUN,
+    preset="tiny",
+    model_overrides={"dropout_rate": 0.0}
+    if not QUICK
+    else {"num_layers": 1, "d_model": 64, "num_heads": 2, "dff": 128, "dropout_rate": 0.0},
+    epochs=6 if not QUICK else 1,
+    steps_per_epoch=250 if not QUICK else 20,
+    batch_tokens=4096 if not QUICK else 1024,
+    max_length=96,
+    vocab_size=1000,
+    tokenizer_sample=60_000 if not QUICK else 5_000,
+    warmup_steps=400,
+    lr_scale=2.0,
+    verbose=2,
 )
 train(config)
 
 model, source_tokenizer, target_tokenizer, _ = load_run(RUN)
-translator = Translator(model, source_tokenizer, target_tokenizer, beam_size=4, max_output_length=96)
+translator = Translator(
+    model, source_tokenizer, target_tokenizer, beam_size=4, max_output_length=96
+)
 test, _ = sources.load_dataset("synthetic", "test", TFDS)
 test_sources, references = sources.sentences(test, limit=None if not QUICK else 50)
 scores, _ = evaluate(translator, test_sources, references)

@@ -14,12 +14,26 @@ from keras_transformer.tuning.search import run_search
 QUICK = os.environ.get("KT_EXAMPLE_QUICK") == "1"
 OUT = os.environ.get("KT_EXAMPLE_DIR", "runs")
 
-best = run_search({
-    "dataset": "synthetic", "data_dir": os.path.join(OUT, "tfds"), "directory": os.path.join(OUT, "tune_example"),
-    "tuner": "random", "max_trials": 6 if not QUICK else 2, "epochs": 2 if not QUICK else 1,
-    "steps_per_epoch": 100 if not QUICK else 3, "vocab_size": 1000 if not QUICK else 300,
-    "tokenizer_sample": 20_000 if not QUICK else 3_000, "max_length": 64,
-    "space": {"num_layers": [1, 2], "d_model": [64, 128] if not QUICK else [16, 32], "num_heads": [2, 4],
-              "dff": [256] if not QUICK else [32], "warmup_steps": [100, 200], "batch_size": [32, 64]},
-})
+best = run_search(
+    {
+        "dataset": "synthetic",
+        "data_dir": os.path.join(OUT, "tfds"),
+        "directory": os.path.join(OUT, "tune_example"),
+        "tuner": "random",
+        "max_trials": 6 if not QUICK else 2,
+        "epochs": 2 if not QUICK else 1,
+        "steps_per_epoch": 100 if not QUICK else 3,
+        "vocab_size": 1000 if not QUICK else 300,
+        "tokenizer_sample": 20_000 if not QUICK else 3_000,
+        "max_length": 64,
+        "space": {
+            "num_layers": [1, 2],
+            "d_model": [64, 128] if not QUICK else [16, 32],
+            "num_heads": [2, 4],
+            "dff": [256] if not QUICK else [32],
+            "warmup_steps": [100, 200],
+            "batch_size": [32, 64],
+        },
+    }
+)
 print("best:", best.values)

@@ -10,11 +10,7 @@ The package leaves the environment as it finds it: choose the Keras backend
 (`KERAS_BACKEND`) before importing it, as with Keras itself.
 """
 
-from keras_transformer import layers
-from keras_transformer import losses
-from keras_transformer import metrics
-from keras_transformer import models
-from keras_transformer import schedules
+from keras_transformer import layers, losses, metrics, models, schedules
 
 __version__ = "0.1.0"
 

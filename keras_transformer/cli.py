@@ -24,12 +24,20 @@ def _train_parser(sub):
         # The annotation, not the default, gives the type: `int | None` -> int.
         kind = next((t for t in typing.get_args(field.type) if t is not type(None)), field.type)
         if field.name == "model_overrides":
-            p.add_argument(flag, type=json.loads, default=None, help="JSON dict of Transformer arguments")
+            p.add_argument(
+                flag, type=json.loads, default=None, help="JSON dict of Transformer arguments"
+            )
         elif field.name == "devices":
-            p.add_argument(flag, default=None, help="comma-separated devices for --strategy mirrored")
+            p.add_argument(
+                flag, default=None, help="comma-separated devices for --strategy mirrored"
+            )
         elif field.name == "backend":
-            p.add_argument(flag, choices=config_lib.BACKENDS, default=None,
-                           help="Keras backend to train on (default: KERAS_BACKEND, else tensorflow)")
+            p.add_argument(
+                flag,
+                choices=config_lib.BACKENDS,
+                default=None,
+                help="Keras backend to train on (default: KERAS_BACKEND, else tensorflow)",
+            )
         elif kind is bool:
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
         else:
@@ -38,7 +46,8 @@ def _train_parser(sub):
 
 
 def _train(args):
-    from keras_transformer.training import TrainConfig, config as config_lib, train
+    from keras_transformer.training import TrainConfig, train
+    from keras_transformer.training import config as config_lib
 
     values = config_lib.read_config_file(args.config) if args.config else {}
     for key in TrainConfig().to_dict():
@@ -51,13 +60,19 @@ def _train(args):
 
 
 def _evaluate(args):
-    from keras_transformer.decoding import Translator, evaluate
     from keras_transformer.data.sources import read_parallel_files
+    from keras_transformer.decoding import Translator, evaluate
     from keras_transformer.training import load_run
 
     model, source_tok, target_tok, _ = load_run(args.run, weights=args.weights)
-    translator = Translator(model, source_tok, target_tok, beam_size=args.beam_size,
-                            alpha=args.alpha, max_output_length=args.max_length)
+    translator = Translator(
+        model,
+        source_tok,
+        target_tok,
+        beam_size=args.beam_size,
+        alpha=args.alpha,
+        max_output_length=args.max_length,
+    )
     sources, references, stats = read_parallel_files(args.source, args.reference)
     if stats.empty_dropped:
         print(f"{stats.empty_dropped} pairs with an empty side skipped", file=sys.stderr)
@@ -65,8 +80,16 @@ def _evaluate(args):
     print(scores.describe())
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({**scores.as_dict(), "beam_size": args.beam_size, "run": args.run,
-                       "weights": args.weights}, f, indent=2)
+            json.dump(
+                {
+                    **scores.as_dict(),
+                    "beam_size": args.beam_size,
+                    "run": args.run,
+                    "weights": args.weights,
+                },
+                f,
+                indent=2,
+            )
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.writelines(h + "\n" for h in hypotheses)
@@ -76,7 +99,10 @@ def _average(args):
     from keras_transformer.training import RunDirectory, average_checkpoints
 
     _, epochs = average_checkpoints(args.run, last=args.last)
-    print(f"Averaged epochs {', '.join(map(str, epochs))} into {RunDirectory(args.run).averaged_weights}")
+    print(
+        f"Averaged epochs {', '.join(map(str, epochs))} "
+        f"into {RunDirectory(args.run).averaged_weights}"
+    )
 
 
 def _plot(args):
@@ -89,8 +115,15 @@ def _plot(args):
 def _export(args):
     from keras_transformer.export import export_run
 
-    path = export_run(args.run, args.export_base, version=args.version, weights=args.weights,
-                      beam_size=args.beam_size, alpha=args.alpha, max_length=args.max_length)
+    path = export_run(
+        args.run,
+        args.export_base,
+        version=args.version,
+        weights=args.weights,
+        beam_size=args.beam_size,
+        alpha=args.alpha,
+        max_length=args.max_length,
+    )
     print(path)
 
 
@@ -98,8 +131,13 @@ def _translate(args):
     from keras_transformer.export.local import translate_with_savedmodel
 
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
-    results = translate_with_savedmodel(args.model, sentences, signature=args.signature,
-                                        version=args.version, plot_attention=args.plot_attention)
+    results = translate_with_savedmodel(
+        args.model,
+        sentences,
+        signature=args.signature,
+        version=args.version,
+        plot_attention=args.plot_attention,
+    )
     for line in results:
         print(line)
 
@@ -107,9 +145,15 @@ def _translate(args):
 def _serve(args):
     from keras_transformer.serving.server import parse_version_labels, serve_forever
 
-    serve_forever(args.model_base_path, args.model_name, host=args.host, port=args.port,
-                  poll_seconds=args.poll_seconds, version_policy=args.version_policy,
-                  version_labels=parse_version_labels(args.version_label))
+    serve_forever(
+        args.model_base_path,
+        args.model_name,
+        host=args.host,
+        port=args.port,
+        poll_seconds=args.poll_seconds,
+        version_policy=args.version_policy,
+        version_labels=parse_version_labels(args.version_label),
+    )
 
 
 def _client(args):
@@ -117,8 +161,12 @@ def _client(args):
 
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
     with GrpcTranslationClient(args.server, args.model, timeout=args.timeout) as client:
-        outputs = client.translate(sentences, signature=args.signature, version=args.version,
-                                   version_label=args.version_label)
+        outputs = client.translate(
+            sentences,
+            signature=args.signature,
+            version=args.version,
+            version_label=args.version_label,
+        )
     key = "translations" if args.signature == "translate_nbest" else "translation"
     for row in outputs[key]:
         print(row if isinstance(row, str) else " ||| ".join(row))
@@ -132,8 +180,12 @@ def _tune(args):
 
 
 def _add_weights_flag(p):
-    p.add_argument("--weights", choices=("auto", "averaged", "best", "final"), default="auto",
-                   help="which weights of the run (auto: averaged if present, else best)")
+    p.add_argument(
+        "--weights",
+        choices=("auto", "averaged", "best", "final"),
+        default="auto",
+        help="which weights of the run (auto: averaged if present, else best)",
+    )
 
 
 def _add_decoding_flags(p):
@@ -190,10 +242,18 @@ def build_parser():
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8500)
     p.add_argument("--poll-seconds", type=float, default=2.0)
-    p.add_argument("--version-policy", choices=("latest", "all"), default="latest",
-                   help="serve the newest version, or every version under the base path")
-    p.add_argument("--version-label", action="append", metavar="LABEL=VERSION",
-                   help="a label requests may name instead of a version (repeatable)")
+    p.add_argument(
+        "--version-policy",
+        choices=("latest", "all"),
+        default="latest",
+        help="serve the newest version, or every version under the base path",
+    )
+    p.add_argument(
+        "--version-label",
+        action="append",
+        metavar="LABEL=VERSION",
+        help="a label requests may name instead of a version (repeatable)",
+    )
     p.set_defaults(run_command=_serve)
 
     p = sub.add_parser("tune", help="search hyperparameters with keras-tuner")
@@ -205,14 +265,19 @@ def build_parser():
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--steps-per-epoch", type=int)
     p.add_argument("--directory", required=True)
-    p.add_argument("--objective", default="val_masked_accuracy",
-                   help="val_masked_accuracy, val_loss or val_bleu")
+    p.add_argument(
+        "--objective",
+        default="val_masked_accuracy",
+        help="val_masked_accuracy, val_loss or val_bleu",
+    )
     p.add_argument("--space", type=json.loads, help='JSON overrides, e.g. {"d_model": [64, 128]}')
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--tokenizer-sample", type=int, default=200_000)
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--train-best", action="store_true")
-    p.add_argument("--jit-compile", action="store_true", help="compile each trial's train step with XLA")
+    p.add_argument(
+        "--jit-compile", action="store_true", help="compile each trial's train step with XLA"
+    )
     p.add_argument("--best-epochs", type=int)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verbose", type=int, default=2)

@@ -7,7 +7,6 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-
 # Seeded once: `tf.random.set_seed` clears TensorFlow's eager kernel cache,
 # which frees tokenizer resources that module-scoped fixtures already made.
 keras.utils.set_random_seed(1234)
@@ -60,12 +59,40 @@ def trained_run(tmp_path_factory, synthetic_tfds):
 
     root = tmp_path_factory.mktemp("trained")
     run = str(root / "run")
-    args = [sys.executable, "-m", "keras_transformer.cli", "train", "--dataset", "synthetic",
-            "--data-dir", synthetic_tfds, "--output-dir", run, "--preset", "tiny",
-            "--model-overrides", '{"num_layers": 1, "d_model": 64, "num_heads": 4, "dff": 128, "dropout_rate": 0.0}',
-            "--vocab-size", "300", "--tokenizer-sample", "5000", "--batch-tokens", "2048",
-            "--max-length", "64", "--epochs", "2", "--steps-per-epoch", "40", "--warmup-steps", "40",
-            "--lr-scale", "2.0", "--verbose", "2"]
+    args = [
+        sys.executable,
+        "-m",
+        "keras_transformer.cli",
+        "train",
+        "--dataset",
+        "synthetic",
+        "--data-dir",
+        synthetic_tfds,
+        "--output-dir",
+        run,
+        "--preset",
+        "tiny",
+        "--model-overrides",
+        '{"num_layers": 1, "d_model": 64, "num_heads": 4, "dff": 128, "dropout_rate": 0.0}',
+        "--vocab-size",
+        "300",
+        "--tokenizer-sample",
+        "5000",
+        "--batch-tokens",
+        "2048",
+        "--max-length",
+        "64",
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        "40",
+        "--warmup-steps",
+        "40",
+        "--lr-scale",
+        "2.0",
+        "--verbose",
+        "2",
+    ]
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
     result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -20,7 +20,9 @@ def layer_norm(x, gamma, beta, eps=1e-6):
 
 
 def weights_by_name(layer):
-    return {w.path.split("/", 1)[1] if "/" in w.path else w.path: np.array(w) for w in layer.weights}
+    return {
+        w.path.split("/", 1)[1] if "/" in w.path else w.path: np.array(w) for w in layer.weights
+    }
 
 
 def mha(query, value, w, mask=None):
@@ -45,8 +47,16 @@ def mha(query, value, w, mask=None):
 
 def mha_weights(layer):
     """Reads the weights of a MultiHeadAttention layer (either package)."""
-    names = ["query_kernel", "query_bias", "key_kernel", "key_bias",
-             "value_kernel", "value_bias", "output_kernel", "output_bias"]
+    names = [
+        "query_kernel",
+        "query_bias",
+        "key_kernel",
+        "key_bias",
+        "value_kernel",
+        "value_bias",
+        "output_kernel",
+        "output_bias",
+    ]
     return dict(zip(names, [np.array(w, dtype=np.float64) for w in layer.get_weights()]))
 
 

@@ -12,19 +12,34 @@ MULTI30K = os.path.join(REPO, "..", "shared", "data", "multi30k")
 
 
 def _run(name, tmp_path, *args):
-    env = {**os.environ, "PYTHONPATH": REPO, "KT_EXAMPLE_QUICK": "1", "KT_EXAMPLE_DIR": str(tmp_path),
-           "KT_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, os.path.join(REPO, "examples", name), *args], env=env,
-                          capture_output=True, text=True, timeout=900, cwd=str(tmp_path))
+    env = {
+        **os.environ,
+        "PYTHONPATH": REPO,
+        "KT_EXAMPLE_QUICK": "1",
+        "KT_EXAMPLE_DIR": str(tmp_path),
+        "KT_OFFLINE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    return subprocess.run(
+        [sys.executable, os.path.join(REPO, "examples", name), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=str(tmp_path),
+    )
 
 
-@pytest.mark.parametrize("name,expected", [
-    ("translate_synthetic.py", "BLEU = "),
-    ("text_classification.py", "saved and reloaded"),
-    ("tune.py", "best:"),
-    ("serve_and_query.py", "n-best:"),
-    ("ted_pt_en.py", "offline; nothing to do"),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("translate_synthetic.py", "BLEU = "),
+        ("text_classification.py", "saved and reloaded"),
+        ("tune.py", "best:"),
+        ("serve_and_query.py", "n-best:"),
+        ("ted_pt_en.py", "offline; nothing to do"),
+    ],
+)
 def test_example_runs(name, expected, tmp_path, synthetic_tfds):
     # The examples read the synthetic corpus from KT_EXAMPLE_DIR/tfds; a copy
     # of the one built for the session saves building it for each.

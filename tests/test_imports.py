@@ -54,7 +54,9 @@ def test_light_modules_load_no_optional_stack(module):
     keras_only = _heavy(_loaded_after("import keras"))
     ours = _heavy(_loaded_after(f"import {module}"))
     assert ours - keras_only == set()
-    assert not any(m.startswith("keras_transformer.training") for m in _loaded_after(f"import {module}"))
+    assert not any(
+        m.startswith("keras_transformer.training") for m in _loaded_after(f"import {module}")
+    )
 
 
 def test_the_root_package_is_light_and_leaves_the_environment_alone():
@@ -62,13 +64,19 @@ def test_the_root_package_is_light_and_leaves_the_environment_alone():
         "import os, sys, json\n"
         "before = dict(os.environ)\n"
         "import keras_transformer\n"
-        "changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))\n"
+        "keys = set(before) | set(os.environ)\n"
+        "changed = sorted(k for k in keys if before.get(k) != os.environ.get(k))\n"
         "print(json.dumps({'changed': changed, 'modules': sorted(sys.modules)}))"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL")
+    }
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True,
-        env={**env, "PYTHONPATH": REPO}, timeout=300,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": REPO},
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout.splitlines()[-1])

@@ -28,7 +28,9 @@ def test_matches_reference(rng, eps, pad_id):
     y_true[0, 2:] = pad_id
     logits = rng.normal(size=(4, 5, 7)).astype("float32") * 3
     loss = MaskedSparseCategoricalCrossentropy(label_smoothing=eps, pad_id=pad_id)
-    np.testing.assert_allclose(float(loss(y_true, logits)), _reference(y_true, logits, eps, pad_id), rtol=1e-5)
+    np.testing.assert_allclose(
+        float(loss(y_true, logits)), _reference(y_true, logits, eps, pad_id), rtol=1e-5
+    )
 
 
 def test_probabilities_input(rng):

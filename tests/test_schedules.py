@@ -13,7 +13,9 @@ def _paper(step_number, d_model, warmup, scale=1.0):
 def test_matches_the_paper(d_model, warmup, scale):
     schedule = WarmupSchedule(d_model, warmup, scale)
     for t in [0, 1, 10, warmup - 2, warmup - 1, warmup, 5 * warmup]:
-        np.testing.assert_allclose(float(schedule(t)), _paper(t + 1, d_model, warmup, scale), rtol=1e-5)
+        np.testing.assert_allclose(
+            float(schedule(t)), _paper(t + 1, d_model, warmup, scale), rtol=1e-5
+        )
 
 
 def test_first_step_is_not_zero_and_peak_at_warmup():
@@ -29,16 +31,24 @@ def test_drives_an_optimizer_and_serializes():
     config = keras.optimizers.serialize(optimizer)
     restored = keras.optimizers.deserialize(config)
     assert isinstance(restored.learning_rate, WarmupSchedule) or isinstance(
-        restored._learning_rate, WarmupSchedule)
+        restored._learning_rate, WarmupSchedule
+    )
     clone = WarmupSchedule.from_config(schedule.get_config())
     assert float(clone(7)) == pytest.approx(float(schedule(7)))
-    restored_schedule = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
+    restored_schedule = keras.saving.deserialize_keras_object(
+        keras.saving.serialize_keras_object(schedule)
+    )
     assert restored_schedule.get_config() == schedule.get_config()
 
 
-@pytest.mark.parametrize("kwargs,match", [(dict(d_model=0), "d_model"),
-                                          (dict(d_model=8, warmup_steps=0), "warmup_steps"),
-                                          (dict(d_model=8, scale=0.0), "scale")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(d_model=0), "d_model"),
+        (dict(d_model=8, warmup_steps=0), "warmup_steps"),
+        (dict(d_model=8, scale=0.0), "scale"),
+    ],
+)
 def test_invalid_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         WarmupSchedule(**kwargs)

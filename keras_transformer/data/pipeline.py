@@ -63,11 +63,7 @@ def tokenize_pairs(dataset, source_tokenizer, target_tokenizer, max_length=128, 
     if not isinstance(max_length, int) or max_length < 2:
         raise ValueError(f"`max_length` must be an int >= 2. Received: max_length={max_length!r}")
     frame = _frame(source_tokenizer, target_tokenizer, max_length, policy)
-    dataset = (
-        dataset.batch(1024)
-        .map(frame, num_parallel_calls=tf.data.AUTOTUNE)
-        .unbatch()
-    )
+    dataset = dataset.batch(1024).map(frame, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
     return dataset
 
 

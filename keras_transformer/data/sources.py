@@ -83,8 +83,7 @@ def parse_spec(spec):
         files = [p for p in argument.split(",") if p]
         if len(files) != 2:
             raise ValueError(
-                "A parallel dataset is `parallel:SOURCE_FILE,TARGET_FILE`. "
-                f"Received: {spec!r}"
+                f"A parallel dataset is `parallel:SOURCE_FILE,TARGET_FILE`. Received: {spec!r}"
             )
         return kind, tuple(files)
     if kind == "tfds" and argument:
@@ -104,8 +103,7 @@ def _load_tfds(name, split, data_dir):
     builder.download_and_prepare()
     if split not in builder.info.splits:
         raise ValueError(
-            f"Dataset {name!r} has no split {split!r}; it has "
-            f"{sorted(builder.info.splits)}"
+            f"Dataset {name!r} has no split {split!r}; it has {sorted(builder.info.splits)}"
         )
     dataset = builder.as_dataset(split=split, as_supervised=True)
     return dataset, CorpusStats(pairs=builder.info.splits[split].num_examples)

@@ -6,7 +6,8 @@ gender, number and case (nominative subjects, accusative objects, dative
 objects of `helfen`/`folgen`, indirect objects and prepositions); main
 clauses are verb-second while subordinate clauses (`weil`, `dass`, `wenn`)
 put the verb last after a comma; some verbs are irregular (`liest`, `isst`,
-`nimmt`, `mag`, `weiß`), plurals are irregular (`Mann`/`Männer`), weak nouns decline (`dem Jungen`), dative
+`nimmt`, `mag`, `weiß`), plurals are irregular (`Mann`/`Männer`), weak nouns
+decline (`dem Jungen`), dative
 plurals add `-n`, and `in dem`/`von dem`/`bei dem` contract to
 `im`/`vom`/`beim`. Sentences run from 3 to 40 words.
 """
@@ -46,9 +47,18 @@ THINGS = [
 ]
 PLACES = [t for t in THINGS if t[0] in ("house", "car", "garden", "city")]
 ADJECTIVES = [
-    ("big", "groß"), ("small", "klein"), ("old", "alt"), ("young", "jung"),
-    ("red", "rot"), ("green", "grün"), ("happy", "glücklich"), ("tired", "müd"),
-    ("beautiful", "schön"), ("new", "neu"), ("fast", "schnell"), ("quiet", "leis"),
+    ("big", "groß"),
+    ("small", "klein"),
+    ("old", "alt"),
+    ("young", "jung"),
+    ("red", "rot"),
+    ("green", "grün"),
+    ("happy", "glücklich"),
+    ("tired", "müd"),
+    ("beautiful", "schön"),
+    ("new", "neu"),
+    ("fast", "schnell"),
+    ("quiet", "leis"),
 ]
 # (english 3sg, english plural, german 3sg, german 3pl)
 TRANSITIVE = [

@@ -34,7 +34,9 @@ class SyntheticTranslation(tfds.core.GeneratorBasedBuilder):
         train_sources = set()
         if split != "train":
             # Held-out splits never repeat a training sentence.
-            train_sources = {en for en, _ in synthetic.generate_pairs(SPLITS["train"][0], SPLITS["train"][1])}
+            train_sources = {
+                en for en, _ in synthetic.generate_pairs(SPLITS["train"][0], SPLITS["train"][1])
+            }
         pairs = synthetic.generate_pairs(size + len(train_sources) // 10, seed)
         kept = [(en, de) for en, de in pairs if en not in train_sources][:size]
         for index, (en, de) in enumerate(kept):

@@ -62,12 +62,8 @@ class SubwordTokenizer(tf.Module):
     def __init__(self, model_proto, name=None):
         super().__init__(name=name)
         self.model_proto = bytes(model_proto)
-        self.tokenizer = tf_text.SentencepieceTokenizer(
-            model=self.model_proto, out_type=tf.int32
-        )
-        tf_text_adapter.set_model_resource(
-            self.tokenizer, _SentencepieceResource(self.model_proto)
-        )
+        self.tokenizer = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+        tf_text_adapter.set_model_resource(self.tokenizer, _SentencepieceResource(self.model_proto))
         self.vocab_size = int(self.tokenizer.vocab_size())
         pieces = self.tokenizer.id_to_string(tf.range(4)).numpy()
         expected = [b"<pad>", b"<unk>", b"<s>", b"</s>"]

@@ -63,7 +63,9 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
     ...     model.init_decoding_state(context, 32), beam_size=4,
     ...     max_length=32, end_id=3)
     """
-    beam_size, max_length, end_id, alpha = _common.check_arguments(beam_size, max_length, end_id, alpha)
+    beam_size, max_length, end_id, alpha = _common.check_arguments(
+        beam_size, max_length, end_id, alpha
+    )
     k = beam_size
     initial_ids = tf.cast(initial_ids, tf.int32)
     batch = tf.shape(initial_ids)[0]
@@ -79,14 +81,18 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
     finished_scores = tf.fill([batch, k], NEG_INF)
     finished_flags = tf.zeros([batch, k], tf.bool)
 
-    def not_done(i, ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state):
+    def not_done(
+        i, ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state
+    ):
         best_possible = alive_log_probs[:, 0] / max_penalty  # [batch]
         worst_finished = tf.reduce_min(tf.where(finished_flags, finished_scores, NEG_INF), axis=1)
         all_finished = tf.reduce_all(finished_flags, axis=1)
         row_done = tf.logical_and(all_finished, worst_finished >= best_possible)
         return tf.logical_and(i < max_length, tf.logical_not(tf.reduce_all(row_done)))
 
-    def body(i, ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state):
+    def body(
+        i, ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state
+    ):
         logits, state = step_fn(ids, i, state)  # [batch * k, vocab]
         vocab = tf.shape(logits)[-1]
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
@@ -121,17 +127,41 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
         finished_scores, pick = tf.math.top_k(pool_scores, k=k)  # [batch, k]
         finished_seqs = tf.gather(pool_seqs, pick, batch_dims=1)
         finished_flags = tf.gather(pool_flags, pick, batch_dims=1)
-        return i + 1, ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state
+        return (
+            i + 1,
+            ids,
+            alive_seqs,
+            alive_log_probs,
+            finished_seqs,
+            finished_scores,
+            finished_flags,
+            state,
+        )
 
-    loop_vars = (tf.constant(0), ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores,
-                 finished_flags, state)
+    loop_vars = (
+        tf.constant(0),
+        ids,
+        alive_seqs,
+        alive_log_probs,
+        finished_seqs,
+        finished_scores,
+        finished_flags,
+        state,
+    )
     state_shapes = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), state)
-    shapes = (tf.TensorShape([]), tf.TensorShape([None]),
-              tf.TensorShape([None, k, max_length]), tf.TensorShape([None, k]),
-              tf.TensorShape([None, k, max_length]), tf.TensorShape([None, k]),
-              tf.TensorShape([None, k]), state_shapes)
-    outputs = tf.while_loop(not_done, body, loop_vars, shape_invariants=shapes,
-                            maximum_iterations=max_length)
+    shapes = (
+        tf.TensorShape([]),
+        tf.TensorShape([None]),
+        tf.TensorShape([None, k, max_length]),
+        tf.TensorShape([None, k]),
+        tf.TensorShape([None, k, max_length]),
+        tf.TensorShape([None, k]),
+        tf.TensorShape([None, k]),
+        state_shapes,
+    )
+    outputs = tf.while_loop(
+        not_done, body, loop_vars, shape_invariants=shapes, maximum_iterations=max_length
+    )
     _, _, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, _ = outputs
 
     # Rows short of k finished hypotheses are completed with alive ones,

@@ -63,8 +63,6 @@ def evaluate(translator, sources, references, batch_size=64, beam_size=None):
         `(Scores, hypotheses)`.
     """
     if len(sources) != len(references):
-        raise ValueError(
-            f"{len(sources)} source sentences but {len(references)} references"
-        )
+        raise ValueError(f"{len(sources)} source sentences but {len(references)} references")
     hypotheses = translator.translate_batches(sources, batch_size=batch_size, beam_size=beam_size)
     return score_translations(hypotheses, references), hypotheses

@@ -8,7 +8,9 @@ from keras_transformer.decoding import _common
 # The loop is an explicit tf.while_loop: AutoGraph has nothing to convert,
 # and converting the caller's step function has picked the wrong method.
 @tf.autograph.experimental.do_not_convert
-def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, alpha=0.6, beam_size=1):
+def greedy_search(
+    step_fn, initial_ids, initial_state, *, max_length, end_id, alpha=0.6, beam_size=1
+):
     """Picks the most likely token at every step until each row ends.
 
     Same contract as `beam_search` with one beam: `step_fn(ids [batch],
@@ -53,7 +55,15 @@ def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, al
         finished = tf.logical_or(finished, tf.equal(tokens, end_id))
         return i + 1, tokens, sequences, log_probs, finished, lengths, state
 
-    loop_vars = (tf.constant(0), initial_ids, sequences, log_probs, finished, lengths, initial_state)
+    loop_vars = (
+        tf.constant(0),
+        initial_ids,
+        sequences,
+        log_probs,
+        finished,
+        lengths,
+        initial_state,
+    )
     _, _, sequences, log_probs, _, lengths, _ = tf.while_loop(
         cond, body, loop_vars, maximum_iterations=max_length
     )

@@ -75,9 +75,7 @@ class Translator(tf.Module):
         constant["cross_cache"] = tuple(tf.unstack(constant["cross_cache"], axis=1))
         cache = tuple(tf.unstack(state["cache"], axis=1))
         if beam_size > 1:
-            constant = tf.nest.map_structure(
-                lambda t: tf.repeat(t, beam_size, axis=0), constant
-            )
+            constant = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), constant)
 
         def step(ids, index, loop_state):
             logits, new_state = self.model.decode_step(
@@ -87,8 +85,15 @@ class Translator(tf.Module):
 
         start = tf.fill([batch], START_ID)
         search = greedy_search if beam_size == 1 else beam_search
-        return search(step, start, {"cache": cache}, beam_size=beam_size, max_length=self.max_output_length,
-                      end_id=END_ID, alpha=self.alpha)
+        return search(
+            step,
+            start,
+            {"cache": cache},
+            beam_size=beam_size,
+            max_length=self.max_output_length,
+            end_id=END_ID,
+            alpha=self.alpha,
+        )
 
     def _detokenize(self, sequences):
         """`[batch, beams, length]` ids -> `[batch, beams]` strings."""
@@ -142,7 +147,9 @@ class Translator(tf.Module):
     def translate_batches(self, sentences, batch_size=64, beam_size=None):
         """Translates a Python list of str in batches; returns a list of str."""
         # The searches are explicit while loops: nothing for AutoGraph to do.
-        fn = tf.function(lambda text: self.translate(text, beam_size)["translation"], autograph=False)
+        fn = tf.function(
+            lambda text: self.translate(text, beam_size)["translation"], autograph=False
+        )
         outputs = []
         # Sorting by length keeps batches homogeneous and fast.
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))

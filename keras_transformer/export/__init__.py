@@ -6,7 +6,13 @@ _extras.require("tensorflow", "serving")
 _extras.require("tensorflow_text", "serving")
 
 from keras_transformer.export.servability import NotServableError, check_servable
-from keras_transformer.export.servable import SIGNATURES, export_run, export_translator, export_version, versions
+from keras_transformer.export.servable import (
+    SIGNATURES,
+    export_run,
+    export_translator,
+    export_version,
+    versions,
+)
 from keras_transformer.export.session_model import SessionModel, SignatureError, SignatureNotFound
 
 __all__ = [

@@ -21,7 +21,9 @@ def plot_cross_attention(session_model, sentence, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = session_model.run("attention", {"text": np.array([sentence.encode("utf-8")], dtype=object)})
+    out = session_model.run(
+        "attention", {"text": np.array([sentence.encode("utf-8")], dtype=object)}
+    )
     source = [t.decode("utf-8") for t in out["source_tokens"][0]]
     target = [t.decode("utf-8") for t in out["target_tokens"][0]]
     weights = out["weights"][0]
@@ -33,7 +35,9 @@ def plot_cross_attention(session_model, sentence, path):
         rows.append(i)
         if token == "</s>":
             break
-    figure, axis = plt.subplots(figsize=(max(4, 0.45 * len(cols) + 2), max(3, 0.4 * len(rows) + 1.5)))
+    figure, axis = plt.subplots(
+        figsize=(max(4, 0.45 * len(cols) + 2), max(3, 0.4 * len(rows) + 1.5))
+    )
     axis.imshow(weights[np.ix_(rows, cols)], cmap="viridis", aspect="auto", vmin=0.0)
     axis.set_xticks(range(len(cols)), [source[i] for i in cols], rotation=60, ha="right")
     axis.set_yticks(range(len(rows)), [target[i] for i in rows])

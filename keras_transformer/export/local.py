@@ -17,12 +17,15 @@ def resolve_version_dir(model_path, version=None):
         raise FileNotFoundError(f"No SavedModel versions under {model_path}")
     chosen = available[-1] if version is None else version
     if chosen not in available:
-        raise FileNotFoundError(f"Version {chosen} not found under {model_path}; available: {available}")
+        raise FileNotFoundError(
+            f"Version {chosen} not found under {model_path}; available: {available}"
+        )
     return os.path.join(model_path, str(chosen))
 
 
-def translate_with_savedmodel(model_path, sentences, signature="serving_default", version=None,
-                              plot_attention=None):
+def translate_with_savedmodel(
+    model_path, sentences, signature="serving_default", version=None, plot_attention=None
+):
     """Translates `sentences` with an export; returns printable lines."""
     model = SessionModel(resolve_version_dir(model_path, version))
     try:

@@ -64,8 +64,11 @@ def check_servable(export_dir):
             f"Serving runs without XLA: {sorted(xla_functions)[:10]}"
         )
     result = subprocess.run(
-        [sys.executable, "-c", _LIST_UNKNOWN_OPS], input=json.dumps(sorted(ops)),
-        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        [sys.executable, "-c", _LIST_UNKNOWN_OPS],
+        input=json.dumps(sorted(ops)),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
     )
     if result.returncode != 0:
         raise RuntimeError(f"Could not check the ops of {export_dir}: {result.stderr[-2000:]}")

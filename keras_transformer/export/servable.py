@@ -60,8 +60,15 @@ def export_translator(
     """
     if os.path.exists(export_dir):
         raise FileExistsError(f"{export_dir} exists; a version is never overwritten")
-    translator = Translator(model, source_tokenizer, target_tokenizer, beam_size=beam_size, alpha=alpha,
-                            max_input_length=max_input_length, max_output_length=max_length)
+    translator = Translator(
+        model,
+        source_tokenizer,
+        target_tokenizer,
+        beam_size=beam_size,
+        alpha=alpha,
+        max_input_length=max_input_length,
+        max_output_length=max_length,
+    )
 
     def clean(text):
         # Serving must not fail on bad bytes: replace them, as documented.
@@ -87,7 +94,9 @@ def export_translator(
     archive.track(source_tokenizer)
     archive.track(target_tokenizer)
     spec = [tf.TensorSpec([None], tf.string, name="text")]
-    for name, fn in zip(SIGNATURES, (serving_default, translate_nbest, translate_greedy, attention)):
+    for name, fn in zip(
+        SIGNATURES, (serving_default, translate_nbest, translate_greedy, attention)
+    ):
         archive.add_endpoint(name, fn, input_signature=spec)
     archive.write_out(export_dir, verbose=False)
     if check:
@@ -116,7 +125,9 @@ def export_version(model, source_tokenizer, target_tokenizer, export_base, versi
         raise ValueError(f"`version` must be a positive int. Received: version={version!r}")
     final = os.path.join(export_base, str(version))
     if os.path.exists(final):
-        raise FileExistsError(f"Version {version} already exists at {final}; versions are never overwritten")
+        raise FileExistsError(
+            f"Version {version} already exists at {final}; versions are never overwritten"
+        )
     staging = os.path.join(export_base, f".staging-{version}-{uuid.uuid4().hex[:8]}")
     try:
         export_translator(model, source_tokenizer, target_tokenizer, staging, **kwargs)

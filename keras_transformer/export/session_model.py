@@ -43,7 +43,9 @@ class SessionModel:
         self.graph = tf.Graph()
         self.session = tf.compat.v1.Session(graph=self.graph)
         with self.graph.as_default():
-            self.meta_graph = tf.compat.v1.saved_model.loader.load(self.session, [SERVE_TAG], export_dir)
+            self.meta_graph = tf.compat.v1.saved_model.loader.load(
+                self.session, [SERVE_TAG], export_dir
+            )
         # `__saved_model_init_op` is bookkeeping, not a servable signature.
         self.signatures = {
             k: v for k, v in self.meta_graph.signature_def.items() if not k.startswith("__")
@@ -67,19 +69,24 @@ class SessionModel:
         unknown = sorted(set(inputs) - expected)
         if missing or unknown:
             raise SignatureError(
-                f"Signature {name!r} takes inputs {sorted(expected)}; missing {missing}, unknown {unknown}"
+                f"Signature {name!r} takes inputs {sorted(expected)}; "
+                f"missing {missing}, unknown {unknown}"
             )
         for key, value in inputs.items():
             info = signature.inputs[key]
             want = tf.dtypes.as_dtype(info.dtype)
             got = value.dtype
-            ok = (want == tf.string and (got.kind in "SOU")) or (want != tf.string and got == want.as_numpy_dtype)
+            ok = (want == tf.string and (got.kind in "SOU")) or (
+                want != tf.string and got == want.as_numpy_dtype
+            )
             if not ok:
                 raise SignatureError(f"Input {key!r} must be {want.name}; received {got}")
             if not info.tensor_shape.unknown_rank:
                 rank = len(info.tensor_shape.dim)
                 if value.ndim != rank:
-                    raise SignatureError(f"Input {key!r} must have rank {rank}; received shape {list(value.shape)}")
+                    raise SignatureError(
+                        f"Input {key!r} must have rank {rank}; received shape {list(value.shape)}"
+                    )
 
     def run(self, name, inputs):
         """Runs signature `name` on `inputs` (dict of numpy arrays)."""
@@ -98,6 +105,8 @@ def run_signature(export_dir, name, sentences):
     """Loads `export_dir` and runs signature `name` on a list of str."""
     model = SessionModel(export_dir)
     try:
-        return model.run(name, {"text": np.array([s.encode("utf-8") for s in sentences], dtype=object)})
+        return model.run(
+            name, {"text": np.array([s.encode("utf-8") for s in sentences], dtype=object)}
+        )
     finally:
         model.close()

@@ -54,7 +54,9 @@ class BlockLayer(keras.layers.Layer):
     """Arguments, validation, masking and config shared by the blocks and
     the stacks (`EncoderBlock`, `DecoderBlock`, `Encoder`, `Decoder`)."""
 
-    def __init__(self, d_model, num_heads, dff, dropout=0.1, norm_first=False, activation="relu", **kwargs):
+    def __init__(
+        self, d_model, num_heads, dff, dropout=0.1, norm_first=False, activation="relu", **kwargs
+    ):
         super().__init__(**kwargs)
         validate_block_args(d_model, num_heads, dff, dropout)
         self.d_model = d_model

@@ -147,9 +147,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if value_dim is not None:
             check_positive_int("value_dim", value_dim)
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(
-                f"`dropout` must be in [0, 1). Received: dropout={dropout!r}"
-            )
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim if value_dim is not None else key_dim
@@ -194,9 +192,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self._output_dense = self._projection(
             "attention_output", "abcd,cde->abe", (None, query_dim), "e"
         )
-        self._output_dense.build(
-            (query_shape[0], query_shape[1], self.num_heads, self.value_dim)
-        )
+        self._output_dense.build((query_shape[0], query_shape[1], self.num_heads, self.value_dim))
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="attention_dropout"
         )
@@ -268,9 +264,7 @@ class MultiHeadAttention(keras.layers.Layer):
             k = self._key_dense(key)  # [batch, key_length, heads, key_dim]
             v = self._value_dense(value)  # [batch, key_length, heads, value_dim]
             if use_causal_mask:
-                causal_mask = masking.causal_attention_mask(
-                    query_length, ops.shape(k)[1]
-                )
+                causal_mask = masking.causal_attention_mask(query_length, ops.shape(k)[1])
         elif cache_index is None:
             # Cross-attention: keys and values were projected once, up front.
             self._check_cacheable()
@@ -365,9 +359,7 @@ class MultiHeadAttention(keras.layers.Layer):
         context = ops.cast(ops.expand_dims(context, 1), self.compute_dtype)
         return context, scores
 
-    def compute_output_shape(
-        self, query_shape, value_shape, key_shape=None, **kwargs
-    ):
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None, **kwargs):
         return tuple(query_shape)
 
     def compute_output_spec(
@@ -400,9 +392,7 @@ class MultiHeadAttention(keras.layers.Layer):
             "value_dim": self.value_dim,
             "dropout": self.dropout,
             "use_bias": self.use_bias,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
-            ),
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
         }
         return {**super().get_config(), **config}

@@ -56,8 +56,17 @@ class Decoder(_blocks.BlockLayer):
     (1, 3, 16)
     """
 
-    def __init__(self, num_layers, d_model, num_heads, dff, dropout=0.1, norm_first=False,
-                 activation="relu", **kwargs):
+    def __init__(
+        self,
+        num_layers,
+        d_model,
+        num_heads,
+        dff,
+        dropout=0.1,
+        norm_first=False,
+        activation="relu",
+        **kwargs,
+    ):
         super().__init__(d_model, num_heads, dff, dropout, norm_first, activation, **kwargs)
         _blocks.check_num_layers(num_layers)
         self.num_layers = num_layers
@@ -92,12 +101,21 @@ class Decoder(_blocks.BlockLayer):
         caches = [block.precompute_cross_cache(encoder_outputs) for block in self.blocks]
         return ops.stack(caches, axis=1)
 
-    def cross_attention_scores(self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None):
+    def cross_attention_scores(
+        self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None
+    ):
         """Cross-attention weights of the last block, `[batch, heads, t, s]`."""
         x = inputs
         for block in self.blocks[:-1]:
-            x = block(x, encoder_outputs, inputs_mask=inputs_mask, encoder_outputs_mask=encoder_outputs_mask)
-        return self.blocks[-1].cross_attention_scores(x, encoder_outputs, inputs_mask, encoder_outputs_mask)
+            x = block(
+                x,
+                encoder_outputs,
+                inputs_mask=inputs_mask,
+                encoder_outputs_mask=encoder_outputs_mask,
+            )
+        return self.blocks[-1].cross_attention_scores(
+            x, encoder_outputs, inputs_mask, encoder_outputs_mask
+        )
 
     def call(
         self,

@@ -55,7 +55,6 @@ class DecoderBlock(_blocks.BlockLayer):
     (2, 4, 16)
     """
 
-
     def _attention(self, name):
         return MultiHeadAttention(
             self.num_heads,
@@ -113,8 +112,7 @@ class DecoderBlock(_blocks.BlockLayer):
     ):
         if self_attention_cache is not None and cache_index is None:
             raise ValueError(
-                "`cache_index` is required with `self_attention_cache`. "
-                "Received: cache_index=None"
+                "`cache_index` is required with `self_attention_cache`. Received: cache_index=None"
             )
 
         def self_attend(x):
@@ -183,17 +181,32 @@ class DecoderBlock(_blocks.BlockLayer):
             return x, cache
         return x
 
-    def cross_attention_scores(self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None):
+    def cross_attention_scores(
+        self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None
+    ):
         """The cross-attention weights `[batch, heads, target_length,
         source_length]` of this block for `inputs` (inference mode)."""
 
         def self_attend(x):
-            y = self.self_attention(x, x, use_causal_mask=True, query_mask=inputs_mask, value_mask=inputs_mask)
+            y = self.self_attention(
+                x, x, use_causal_mask=True, query_mask=inputs_mask, value_mask=inputs_mask
+            )
             return y, None
 
-        x, _ = _blocks.residual(inputs, self_attend, self.self_attention_norm,
-                                self.self_attention_dropout, self.norm_first, False)
+        x, _ = _blocks.residual(
+            inputs,
+            self_attend,
+            self.self_attention_norm,
+            self.self_attention_dropout,
+            self.norm_first,
+            False,
+        )
         query = self.cross_attention_norm(x) if self.norm_first else x
-        _, scores = self.cross_attention(query, encoder_outputs, return_attention_scores=True,
-                                         query_mask=inputs_mask, value_mask=encoder_outputs_mask)
+        _, scores = self.cross_attention(
+            query,
+            encoder_outputs,
+            return_attention_scores=True,
+            query_mask=inputs_mask,
+            value_mask=encoder_outputs_mask,
+        )
         return scores

@@ -34,8 +34,17 @@ class Encoder(_blocks.BlockLayer):
     (1, 3, 16)
     """
 
-    def __init__(self, num_layers, d_model, num_heads, dff, dropout=0.1, norm_first=False,
-                 activation="relu", **kwargs):
+    def __init__(
+        self,
+        num_layers,
+        d_model,
+        num_heads,
+        dff,
+        dropout=0.1,
+        norm_first=False,
+        activation="relu",
+        **kwargs,
+    ):
         super().__init__(d_model, num_heads, dff, dropout, norm_first, activation, **kwargs)
         _blocks.check_num_layers(num_layers)
         self.num_layers = num_layers
@@ -60,15 +69,11 @@ class Encoder(_blocks.BlockLayer):
             self.final_norm = _blocks.layer_norm(self, "final_norm")
             self.final_norm.build(input_shape)
 
-    def call(
-        self, inputs, mask=None, attention_mask=None, training=None, inputs_mask=None
-    ):
+    def call(self, inputs, mask=None, attention_mask=None, training=None, inputs_mask=None):
         padding_mask = mask if mask is not None else inputs_mask
         x = inputs
         for block in self.blocks:
-            x = block(
-                x, mask=padding_mask, attention_mask=attention_mask, training=training
-            )
+            x = block(x, mask=padding_mask, attention_mask=attention_mask, training=training)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x

@@ -43,7 +43,6 @@ class EncoderBlock(_blocks.BlockLayer):
     (2, 5, 16)
     """
 
-
     def build(self, input_shape):
         _blocks.check_input_depth(self, input_shape)
         self.self_attention = MultiHeadAttention(
@@ -69,9 +68,7 @@ class EncoderBlock(_blocks.BlockLayer):
         self.feed_forward_norm = _blocks.layer_norm(self, "feed_forward_norm")
         self.feed_forward_norm.build(input_shape)
 
-    def call(
-        self, inputs, mask=None, attention_mask=None, training=None, inputs_mask=None
-    ):
+    def call(self, inputs, mask=None, attention_mask=None, training=None, inputs_mask=None):
         # Keras fills `inputs_mask` instead of `mask` when `attention_mask`
         # is a tensor too.
         padding_mask = mask if mask is not None else inputs_mask

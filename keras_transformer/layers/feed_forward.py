@@ -38,9 +38,7 @@ class FeedForward(keras.layers.Layer):
         for name, value in (("d_model", d_model), ("dff", dff)):
             check_positive_int(name, value)
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(
-                f"`dropout` must be in [0, 1). Received: dropout={dropout!r}"
-            )
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
         self.d_model = d_model
         self.dff = dff
         self.dropout = dropout
@@ -58,9 +56,7 @@ class FeedForward(keras.layers.Layer):
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="dropout"
         )
-        self._output = keras.layers.Dense(
-            self.d_model, dtype=self.dtype_policy, name="output"
-        )
+        self._output = keras.layers.Dense(self.d_model, dtype=self.dtype_policy, name="output")
         self._output.build((*input_shape[:-1], self.dff))
 
     def call(self, inputs, training=None):

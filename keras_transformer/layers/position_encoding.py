@@ -24,9 +24,7 @@ def sinusoidal_position_encoding(length, depth):
     """
     for name, value in (("length", length), ("depth", depth)):
         if not isinstance(value, (int, np.integer)) or value <= 0:
-            raise ValueError(
-                f"`{name}` must be a positive int. Received: {name}={value!r}"
-            )
+            raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
     positions = np.arange(length, dtype=np.float64)[:, None]  # [length, 1]
     two_i = (np.arange(depth) // 2 * 2).astype(np.float64)[None, :]  # [1, depth]
     angles = positions / np.power(10000.0, two_i / depth)  # [length, depth]

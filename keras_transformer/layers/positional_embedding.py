@@ -96,9 +96,7 @@ class PositionalEmbedding(keras.layers.Layer):
             )
             self.position_embedding.build((None,))
         else:
-            self._encoding_table = sinusoidal_position_encoding(
-                self.max_length, self.d_model
-            )
+            self._encoding_table = sinusoidal_position_encoding(self.max_length, self.d_model)
 
     @property
     def embeddings(self):

@@ -14,7 +14,6 @@ def preset_config(name):
     """Returns a copy of the architecture of preset `name`."""
     if name not in PRESETS:
         raise ValueError(
-            f"Unknown preset {name!r}; available: {sorted(PRESETS)}. "
-            f"Received: name={name!r}"
+            f"Unknown preset {name!r}; available: {sorted(PRESETS)}. Received: name={name!r}"
         )
     return dict(PRESETS[name])

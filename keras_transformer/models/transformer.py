@@ -288,7 +288,9 @@ class Transformer(keras.Model):
         encoded = self.encode(context_ids, training=False)
         x = self.target_embedding(target_ids)
         scores = self.decoder.cross_attention_scores(
-            x, encoded, inputs_mask=ops.not_equal(target_ids, 0),
+            x,
+            encoded,
+            inputs_mask=ops.not_equal(target_ids, 0),
             encoder_outputs_mask=ops.not_equal(context_ids, 0),
         )
         return ops.mean(ops.cast(scores, "float32"), axis=1)

@@ -13,16 +13,22 @@ Example:
 import grpc
 import numpy as np
 import tensorflow as tf
-from tensorflow_serving.apis import get_model_metadata_pb2
-from tensorflow_serving.apis import get_model_status_pb2
-from tensorflow_serving.apis import model_service_pb2_grpc
-from tensorflow_serving.apis import predict_pb2
-from tensorflow_serving.apis import prediction_service_pb2_grpc
+from tensorflow_serving.apis import (
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+)
 
 
 def _decode(array):
     if array.dtype == object:
-        return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array).tolist() if array.size else array.tolist()
+        return (
+            np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array).tolist()
+            if array.size
+            else array.tolist()
+        )
     return array.tolist()
 
 
@@ -39,7 +45,9 @@ class GrpcTranslationClient:
         self.server = server
         self.model = model
         self.timeout = timeout
-        self.channel = grpc.insecure_channel(server, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+        self.channel = grpc.insecure_channel(
+            server, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+        )
         self.prediction = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
         self.models = model_service_pb2_grpc.ModelServiceStub(self.channel)
 
@@ -55,8 +63,10 @@ class GrpcTranslationClient:
     def _spec(self, spec, version=None, signature=None, version_label=None):
         spec.name = self.model
         if version is not None and version_label is not None:
-            raise ValueError(f"Name a version or a version label, not both. Received: {version!r}, "
-                             f"{version_label!r}")
+            raise ValueError(
+                f"Name a version or a version label, not both. Received: {version!r}, "
+                f"{version_label!r}"
+            )
         if version is not None:
             spec.version.value = version
         if version_label is not None:

@@ -24,8 +24,10 @@ class RestTranslationClient:
     def _url(self, version, verb="", version_label=None):
         path = f"{self.base_url}/v1/models/{self.model}"
         if version is not None and version_label is not None:
-            raise ValueError(f"Name a version or a version label, not both. Received: {version!r}, "
-                             f"{version_label!r}")
+            raise ValueError(
+                f"Name a version or a version label, not both. Received: {version!r}, "
+                f"{version_label!r}"
+            )
         if version is not None:
             path += f"/versions/{version}"
         if version_label is not None:
@@ -34,7 +36,9 @@ class RestTranslationClient:
 
     def _call(self, url, body=None):
         data = None if body is None else json.dumps(body).encode("utf-8")
-        request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            url, data=data, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return json.loads(response.read().decode("utf-8"))

@@ -31,12 +31,14 @@ import grpc
 import numpy as np
 import tensorflow as tf
 from google.protobuf import any_pb2
-from tensorflow_serving.apis import get_model_metadata_pb2
-from tensorflow_serving.apis import get_model_status_pb2
-from tensorflow_serving.apis import model_service_pb2_grpc
-from tensorflow_serving.apis import predict_pb2
-from tensorflow_serving.apis import prediction_service_pb2_grpc
-from tensorflow_serving.apis import status_pb2
+from tensorflow_serving.apis import (
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+    status_pb2,
+)
 
 from keras_transformer.export.servable import versions
 from keras_transformer.export.session_model import SessionModel, SignatureError, SignatureNotFound
@@ -130,7 +132,9 @@ class _Version:
         with self.lock:
             batcher = self.batchers.get(signature)
             if batcher is None:
-                batcher = self.batchers[signature] = _Batcher(self.model, signature, **self.batching)
+                batcher = self.batchers[signature] = _Batcher(
+                    self.model, signature, **self.batching
+                )
         return batcher.submit(inputs)
 
     def acquire(self):
@@ -171,10 +175,19 @@ class ModelManager:
             `version_policy="all"`).
     """
 
-    def __init__(self, base_path, name, version_policy="latest", poll_seconds=2.0,
-                 batching=None, version_labels=None):
+    def __init__(
+        self,
+        base_path,
+        name,
+        version_policy="latest",
+        poll_seconds=2.0,
+        batching=None,
+        version_labels=None,
+    ):
         if version_policy not in ("latest", "all"):
-            raise ValueError(f"`version_policy` must be latest or all. Received: {version_policy!r}")
+            raise ValueError(
+                f"`version_policy` must be latest or all. Received: {version_policy!r}"
+            )
         self.version_labels = _check_labels(version_labels or {})
         if not os.path.isdir(base_path):
             raise FileNotFoundError(f"Model base path not found: {base_path}")
@@ -222,7 +235,11 @@ class ModelManager:
         with self.lock:
             keep = set(on_disk)
             if self.version_policy == "latest" and self.versions:
-                newest = max(n for n in self.versions if n in keep) if keep & set(self.versions) else None
+                newest = (
+                    max(n for n in self.versions if n in keep)
+                    if keep & set(self.versions)
+                    else None
+                )
                 keep = {newest} if newest is not None else set()
             dropped = [v for n, v in self.versions.items() if n not in keep]
             for version in dropped:
@@ -252,7 +269,8 @@ class ModelManager:
             number = max(self.versions) if version is None else version
             if number not in self.versions:
                 raise LookupError(
-                    f"Version {number} of model {self.name} is not served; served: {sorted(self.versions)}"
+                    f"Version {number} of model {self.name} is not served; "
+                    f"served: {sorted(self.versions)}"
                 )
             servable = self.versions[number]
             servable.acquire()
@@ -272,7 +290,9 @@ def _check_labels(labels):
         if not isinstance(label, str) or not label:
             raise ValueError(f"A version label must be a non-empty string. Received: {label!r}")
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise ValueError(f"Version label {label!r} must name a version number >= 0. Received: {version!r}")
+            raise ValueError(
+                f"Version label {label!r} must name a version number >= 0. Received: {version!r}"
+            )
     return dict(labels)
 
 
@@ -309,7 +329,9 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
     def _manager(self, spec, context):
         manager = self.managers.get(spec.name)
         if manager is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"Servable not found for request: model {spec.name!r}")
+            context.abort(
+                grpc.StatusCode.NOT_FOUND, f"Servable not found for request: model {spec.name!r}"
+            )
         return manager
 
     def _servable(self, spec, context):
@@ -342,7 +364,10 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
             wanted = set(request.output_filter) or set(outputs)
             unknown = wanted - set(outputs)
             if unknown:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Unknown output_filter names: {sorted(unknown)}")
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"Unknown output_filter names: {sorted(unknown)}",
+                )
             for key in wanted:
                 response.outputs[key].CopyFrom(tf.make_tensor_proto(outputs[key]))
             return response
@@ -351,9 +376,11 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     def GetModelMetadata(self, request, context):
         if list(request.metadata_field) != ["signature_def"]:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          "Metadata field signature_def is the one supported; received "
-                          f"{list(request.metadata_field)}")
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "Metadata field signature_def is the one supported; received "
+                f"{list(request.metadata_field)}",
+            )
         servable = self._servable(request.model_spec, context)
         try:
             response = get_model_metadata_pb2.GetModelMetadataResponse()
@@ -378,12 +405,16 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
         spec = request.model_spec
         manager = self.managers.get(spec.name)
         if manager is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"Could not find any versions of model {spec.name!r}")
+            context.abort(
+                grpc.StatusCode.NOT_FOUND, f"Could not find any versions of model {spec.name!r}"
+            )
         wanted = _requested_version(spec, manager, context)
         with manager.lock:
             served = sorted(manager.versions)
         if wanted is not None and wanted not in served:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"Version {wanted} of model {spec.name} is not served")
+            context.abort(
+                grpc.StatusCode.NOT_FOUND, f"Version {wanted} of model {spec.name} is not served"
+            )
         response = get_model_status_pb2.GetModelStatusResponse()
         for number in [wanted] if wanted is not None else served:
             status = response.model_version_status.add()
@@ -393,19 +424,33 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
         return response
 
 
-def start_server(model_base_path, model_name, host="127.0.0.1", port=8500, poll_seconds=2.0,
-                 version_policy="latest", batching=None, max_workers=16, version_labels=None):
+def start_server(
+    model_base_path,
+    model_name,
+    host="127.0.0.1",
+    port=8500,
+    poll_seconds=2.0,
+    version_policy="latest",
+    batching=None,
+    max_workers=16,
+    version_labels=None,
+):
     """Starts serving; returns `(grpc_server, bound_port, manager)`.
 
     `port=0` picks a free port. Binds to loopback unless `host` says
     otherwise. The other arguments are `ModelManager`'s.
     """
-    manager = ModelManager(model_base_path, model_name, version_policy, poll_seconds, batching,
-                           version_labels)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
-                         options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+    manager = ModelManager(
+        model_base_path, model_name, version_policy, poll_seconds, batching, version_labels
+    )
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers),
+        options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
+    )
     managers = {model_name: manager}
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionServicer(managers), server)
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        PredictionServicer(managers), server
+    )
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(managers), server)
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
@@ -415,12 +460,26 @@ def start_server(model_base_path, model_name, host="127.0.0.1", port=8500, poll_
     return server, bound, manager
 
 
-def serve_forever(model_base_path, model_name, host="127.0.0.1", port=8500, poll_seconds=2.0,
-                  version_policy="latest", version_labels=None):
+def serve_forever(
+    model_base_path,
+    model_name,
+    host="127.0.0.1",
+    port=8500,
+    poll_seconds=2.0,
+    version_policy="latest",
+    version_labels=None,
+):
     """`keras-transformer serve`: serves until interrupted."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    server, bound, manager = start_server(model_base_path, model_name, host, port, poll_seconds,
-                                          version_policy, version_labels=version_labels)
+    server, bound, manager = start_server(
+        model_base_path,
+        model_name,
+        host,
+        port,
+        poll_seconds,
+        version_policy,
+        version_labels=version_labels,
+    )
     log.info("Serving %s from %s on %s:%s (gRPC)", model_name, model_base_path, host, bound)
     print(f"READY {host}:{bound}", flush=True)
     try:

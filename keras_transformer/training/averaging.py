@@ -51,7 +51,9 @@ def average_weights(model, paths):
                 total += value
     # `values` now holds the last file's weights.
     averaged = [
-        (total / len(paths)).astype(value.dtype) if np.issubdtype(value.dtype, np.floating) else value
+        (total / len(paths)).astype(value.dtype)
+        if np.issubdtype(value.dtype, np.floating)
+        else value
         for total, value in zip(totals, values)
     ]
     model.set_weights(averaged)
@@ -88,7 +90,10 @@ def average_checkpoints(run_path, last=5):
         )
     chosen = found[-last:]
     if len(chosen) < last:
-        print(f"Averaging the {len(chosen)} epochs kept in {run.epoch_weights} (asked for {last})", flush=True)
+        print(
+            f"Averaging the {len(chosen)} epochs kept in {run.epoch_weights} (asked for {last})",
+            flush=True,
+        )
     model = build_run_model(run)
     average_weights(model, [path for _, path in chosen])
     epochs = [epoch for epoch, _ in chosen]

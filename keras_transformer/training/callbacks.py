@@ -16,7 +16,10 @@ class _StatusLine(keras.callbacks.Callback):
         epoch = keras_adapter.initial_epoch(self.model)
         step = int(self.model.optimizer.iterations.numpy())
         if step:
-            print(f"Resuming from the last checkpoint: epoch {epoch + 1}, optimizer step {step}", flush=True)
+            print(
+                f"Resuming from the last checkpoint: epoch {epoch + 1}, optimizer step {step}",
+                flush=True,
+            )
 
 
 def make_callbacks(run, config, has_validation, is_chief=True, worker_index=0):

@@ -4,10 +4,9 @@ import dataclasses
 import json
 import os
 
+from keras_transformer._extras import require
 from keras_transformer._validation import check_positive_int, check_positive_number
 from keras_transformer.models.presets import PRESETS
-
-from keras_transformer._extras import require
 
 STRATEGIES = ("auto", "mirrored", "multi_worker")
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -91,15 +90,31 @@ class TrainConfig:
         if self.preset not in PRESETS:
             raise ValueError(f"Unknown preset {self.preset!r}; available: {sorted(PRESETS)}")
         if self.strategy not in STRATEGIES:
-            raise ValueError(f"`strategy` must be one of {STRATEGIES}. Received: strategy={self.strategy!r}")
-        for name in ("epochs", "batch_tokens", "max_length", "vocab_size", "warmup_steps", "checkpoint_every"):
+            raise ValueError(
+                f"`strategy` must be one of {STRATEGIES}. Received: strategy={self.strategy!r}"
+            )
+        for name in (
+            "epochs",
+            "batch_tokens",
+            "max_length",
+            "vocab_size",
+            "warmup_steps",
+            "checkpoint_every",
+        ):
             check_positive_int(name, getattr(self, name))
-        if isinstance(self.average_last, bool) or not isinstance(self.average_last, int) or self.average_last < 0:
+        if (
+            isinstance(self.average_last, bool)
+            or not isinstance(self.average_last, int)
+            or self.average_last < 0
+        ):
             raise ValueError(
                 f"`average_last` must be an int >= 0. Received: average_last={self.average_last!r}"
             )
         if self.steps_per_epoch is not None and self.steps_per_epoch <= 0:
-            raise ValueError(f"`steps_per_epoch` must be positive. Received: steps_per_epoch={self.steps_per_epoch!r}")
+            raise ValueError(
+                "`steps_per_epoch` must be positive. "
+                f"Received: steps_per_epoch={self.steps_per_epoch!r}"
+            )
         if self.time_limit_minutes is not None:
             check_positive_number("time_limit_minutes", self.time_limit_minutes)
             if self.strategy == "multi_worker":
@@ -107,17 +122,22 @@ class TrainConfig:
                 # and the others would wait for it in the all-reduce forever.
                 raise ValueError("`time_limit_minutes` cannot be used with strategy='multi_worker'")
         if self.backend is not None and self.backend not in BACKENDS:
-            raise ValueError(f"`backend` must be one of {BACKENDS}. Received: backend={self.backend!r}")
+            raise ValueError(
+                f"`backend` must be one of {BACKENDS}. Received: backend={self.backend!r}"
+            )
         if self.backend not in (None, "tensorflow") and self.strategy != "auto":
             raise ValueError(
                 f"`strategy={self.strategy!r}` is a tf.distribute strategy and needs "
                 f"backend='tensorflow'. Received: backend={self.backend!r}"
             )
         if self.length_policy not in ("filter", "truncate"):
-            raise ValueError(f"`length_policy` must be filter or truncate. Received: {self.length_policy!r}")
+            raise ValueError(
+                f"`length_policy` must be filter or truncate. Received: {self.length_policy!r}"
+            )
         if self.batch_tokens < self.max_length:
             raise ValueError(
-                f"`batch_tokens` ({self.batch_tokens}) must be at least `max_length` ({self.max_length})"
+                f"`batch_tokens` ({self.batch_tokens}) must be at least "
+                f"`max_length` ({self.max_length})"
             )
 
     @classmethod
@@ -125,7 +145,9 @@ class TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"Unknown training config keys: {unknown}. Known keys: {sorted(known)}")
+            raise ValueError(
+                f"Unknown training config keys: {unknown}. Known keys: {sorted(known)}"
+            )
         return cls(**values)
 
     def to_dict(self):

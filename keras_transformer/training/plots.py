@@ -3,10 +3,9 @@
 import csv
 import os
 
-from keras_transformer.training.run_directory import RunDirectory
-from keras_transformer.schedules import WarmupSchedule
-
 from keras_transformer._extras import require
+from keras_transformer.schedules import WarmupSchedule
+from keras_transformer.training.run_directory import RunDirectory
 
 
 def _read_history(path):
@@ -40,11 +39,19 @@ def plot_run(run_path, output_dir=None):
     epochs = [int(r["epoch"]) + 1 for r in rows]
 
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for axis, metric, label in ((axes[0], "loss", "loss"), (axes[1], "masked_accuracy", "masked accuracy")):
+    for axis, metric, label in (
+        (axes[0], "loss", "loss"),
+        (axes[1], "masked_accuracy", "masked accuracy"),
+    ):
         for prefix, style in (("", "-o"), ("val_", "--s")):
             key = prefix + metric
             if key in rows[0] and rows[0][key] != "":
-                axis.plot(epochs, [float(r[key]) for r in rows], style, label=("validation " if prefix else "training ") + label)
+                axis.plot(
+                    epochs,
+                    [float(r[key]) for r in rows],
+                    style,
+                    label=("validation " if prefix else "training ") + label,
+                )
         axis.set_xlabel("epoch")
         axis.set_title(label)
         axis.grid(alpha=0.3)
@@ -56,7 +63,9 @@ def plot_run(run_path, output_dir=None):
 
     config = run.read_json(run.config)
     model_config = run.read_json(run.model_config)
-    schedule = WarmupSchedule(model_config["d_model"], config["warmup_steps"], config.get("lr_scale", 1.0))
+    schedule = WarmupSchedule(
+        model_config["d_model"], config["warmup_steps"], config.get("lr_scale", 1.0)
+    )
     steps = max(config["warmup_steps"] * 5, 100)
     xs = list(range(0, steps, max(1, steps // 500)))
     figure, axis = plt.subplots(figsize=(6, 4))
@@ -64,7 +73,9 @@ def plot_run(run_path, output_dir=None):
     axis.axvline(config["warmup_steps"], color="gray", linestyle=":", label="warmup_steps")
     axis.set_xlabel("optimizer step")
     axis.set_ylabel("learning rate")
-    axis.set_title(f"WarmupSchedule(d_model={model_config['d_model']}, warmup_steps={config['warmup_steps']})")
+    axis.set_title(
+        f"WarmupSchedule(d_model={model_config['d_model']}, warmup_steps={config['warmup_steps']})"
+    )
     axis.legend()
     axis.grid(alpha=0.3)
     figure.tight_layout()

@@ -3,7 +3,6 @@
 import json
 import os
 
-
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.models.transformer import Transformer
 
@@ -68,9 +67,7 @@ WEIGHTS = ("auto", "averaged", "best", "final")
 def build_run_model(run):
     """The run's Transformer, built from `model_config.json`, in float32."""
     if not os.path.exists(run.model_config):
-        raise FileNotFoundError(
-            f"{run.path} is not a training run: {run.model_config} is missing"
-        )
+        raise FileNotFoundError(f"{run.path} is not a training run: {run.model_config} is missing")
     model_config = run.read_json(run.model_config)
     model_config.pop("dtype", None)  # inference runs in float32
     model = Transformer.from_config(model_config)

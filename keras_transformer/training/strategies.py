@@ -27,8 +27,8 @@ def get_strategy(name="auto", devices=None):
         if "TF_CONFIG" not in os.environ:
             raise ValueError(
                 "`multi_worker` needs the cluster in the TF_CONFIG environment "
-                "variable, e.g. {\"cluster\": {\"worker\": [\"host1:port\", "
-                "\"host2:port\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}"
+                'variable, e.g. {"cluster": {"worker": ["host1:port", '
+                '"host2:port"]}, "task": {"type": "worker", "index": 0}}'
             )
         return tf.distribute.MultiWorkerMirroredStrategy()
     raise ValueError(f"Unknown strategy {name!r}; use auto, mirrored or multi_worker")
@@ -40,5 +40,7 @@ def worker_info():
     task = config.get("task", {})
     index = int(task.get("index", 0))
     kind = task.get("type", "worker")
-    is_chief = kind == "chief" or (kind == "worker" and index == 0 and "chief" not in config.get("cluster", {}))
+    is_chief = kind == "chief" or (
+        kind == "worker" and index == 0 and "chief" not in config.get("cluster", {})
+    )
     return index, is_chief

@@ -48,5 +48,8 @@ class TimeLimit(keras.callbacks.Callback):
         if self.stopped_at_step is None and self.clock() - self._start >= self.minutes * 60:
             self.stopped_at_step = int(self.model.optimizer.iterations.numpy())
             self.model.stop_training = True
-            print(f"\nTime limit of {self.minutes:g} min reached at optimizer step "
-                  f"{self.stopped_at_step}; finishing the epoch here.", flush=True)
+            print(
+                f"\nTime limit of {self.minutes:g} min reached at optimizer step "
+                f"{self.stopped_at_step}; finishing the epoch here.",
+                flush=True,
+            )

@@ -9,11 +9,8 @@ import tensorflow as tf
 from keras_transformer.data import pipeline, sources
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.models.transformer import Transformer
-from keras_transformer.training import averaging
+from keras_transformer.training import averaging, host_memory, recipe, strategies
 from keras_transformer.training import callbacks as callbacks_lib
-from keras_transformer.training import host_memory
-from keras_transformer.training import recipe
-from keras_transformer.training import strategies
 from keras_transformer.training.config import TrainConfig
 from keras_transformer.training.run_directory import RunDirectory
 
@@ -53,7 +50,9 @@ def prepare_tokenizers(run, train_pairs, vocab_size, sample, log=print, save=Tru
     """
     if run.has_tokenizers():
         log(f"Reusing the tokenizers of {run.path}")
-        return SubwordTokenizer.load(run.source_tokenizer), SubwordTokenizer.load(run.target_tokenizer)
+        return SubwordTokenizer.load(run.source_tokenizer), SubwordTokenizer.load(
+            run.target_tokenizer
+        )
     log(f"Learning {vocab_size}-piece vocabularies from up to {sample} pairs")
     src, tgt = sources.sentences(train_pairs, limit=sample)
     source = SubwordTokenizer.train(src, vocab_size)
@@ -142,22 +141,33 @@ def train(config, log=print):
     length_stats = pipeline.length_stats(framed, config.length_policy)
     log(f"Length filter: {length_stats.describe()}")
     if is_chief:
-        run.write_json(run.data_stats, {
-            "corpus": dataclasses.asdict(corpus_stats),
-            "length": dataclasses.asdict(length_stats),
-            "source_vocab_size": source_tokenizer.vocab_size,
-            "target_vocab_size": target_tokenizer.vocab_size,
-        })
+        run.write_json(
+            run.data_stats,
+            {
+                "corpus": dataclasses.asdict(corpus_stats),
+                "length": dataclasses.asdict(length_stats),
+                "source_vocab_size": source_tokenizer.vocab_size,
+                "target_vocab_size": target_tokenizer.vocab_size,
+            },
+        )
 
-    batching = dict(batch_tokens=config.batch_tokens, max_length=config.max_length, policy=config.length_policy)
+    batching = dict(
+        batch_tokens=config.batch_tokens, max_length=config.max_length, policy=config.length_policy
+    )
     train_batches = pipeline.make_batches(
-        train_pairs, source_tokenizer, target_tokenizer, seed=config.seed,
-        repeat=config.steps_per_epoch is not None, **batching,
+        train_pairs,
+        source_tokenizer,
+        target_tokenizer,
+        seed=config.seed,
+        repeat=config.steps_per_epoch is not None,
+        **batching,
     )
     valid_spec = _validation(config)
     valid_batches = None
     if valid_spec is not None:
-        valid_pairs, valid_stats = sources.load_dataset(valid_spec[0], valid_spec[1], config.data_dir)
+        valid_pairs, valid_stats = sources.load_dataset(
+            valid_spec[0], valid_spec[1], config.data_dir
+        )
         log(f"Validation pairs: {valid_stats.pairs}")
         valid_batches = pipeline.make_batches(
             valid_pairs, source_tokenizer, target_tokenizer, shuffle=False, **batching
@@ -180,7 +190,9 @@ def train(config, log=print):
         ),
         verbose=config.verbose,
     )
-    weights_path = run.final_weights if is_chief else run.join(f"final.worker_{worker_index}.weights.h5")
+    weights_path = (
+        run.final_weights if is_chief else run.join(f"final.worker_{worker_index}.weights.h5")
+    )
     model.save_weights(weights_path)
     if is_chief and not os.path.exists(run.best_weights):
         model.save_weights(run.best_weights)

@@ -21,12 +21,22 @@ class BleuCallback(keras.callbacks.Callback):
         name: the log key.
     """
 
-    def __init__(self, sources, references, source_tokenizer, target_tokenizer, beam_size=1,
-                 max_length=64, batch_size=64, name="val_bleu"):
+    def __init__(
+        self,
+        sources,
+        references,
+        source_tokenizer,
+        target_tokenizer,
+        beam_size=1,
+        max_length=64,
+        batch_size=64,
+        name="val_bleu",
+    ):
         super().__init__()
         if len(sources) != len(references) or not sources:
             raise ValueError(
-                f"BLEU needs aligned, non-empty sources and references; got {len(sources)} and {len(references)}"
+                "BLEU needs aligned, non-empty sources and references; "
+                f"got {len(sources)} and {len(references)}"
             )
         self.sources = list(sources)
         self.references = list(references)
@@ -38,8 +48,13 @@ class BleuCallback(keras.callbacks.Callback):
         self.name = name
 
     def on_epoch_end(self, epoch, logs=None):
-        translator = Translator(self.model, self.source_tokenizer, self.target_tokenizer,
-                                beam_size=self.beam_size, max_output_length=self.max_length)
+        translator = Translator(
+            self.model,
+            self.source_tokenizer,
+            self.target_tokenizer,
+            beam_size=self.beam_size,
+            max_output_length=self.max_length,
+        )
         hypotheses = translator.translate_batches(self.sources, batch_size=self.batch_size)
         score = score_translations(hypotheses, self.references)
         if logs is not None:

@@ -46,8 +46,15 @@ class TransformerHyperModel(keras_tuner.HyperModel):
     >>> tuner = keras_tuner.RandomSearch(hypermodel, "val_masked_accuracy", max_trials=4)
     """
 
-    def __init__(self, input_vocab_size, target_vocab_size, max_length=256, objective_callbacks=(),
-                 jit_compile=False, **overrides):
+    def __init__(
+        self,
+        input_vocab_size,
+        target_vocab_size,
+        max_length=256,
+        objective_callbacks=(),
+        jit_compile=False,
+        **overrides,
+    ):
         super().__init__(name="transformer", tunable=True)
         unknown = sorted(set(overrides) - set(DEFAULT_SPACE))
         if unknown:
@@ -86,9 +93,14 @@ class TransformerHyperModel(keras_tuner.HyperModel):
                 f"num_heads={config['num_heads']} does not divide d_model={config['d_model']}"
             )
         model = Transformer(
-            num_layers=config["num_layers"], d_model=config["d_model"], num_heads=config["num_heads"],
-            dff=config["dff"], dropout_rate=config["dropout_rate"], norm_first=bool(config["norm_first"]),
-            input_vocab_size=self.input_vocab_size, target_vocab_size=self.target_vocab_size,
+            num_layers=config["num_layers"],
+            d_model=config["d_model"],
+            num_heads=config["num_heads"],
+            dff=config["dff"],
+            dropout_rate=config["dropout_rate"],
+            norm_first=bool(config["norm_first"]),
+            input_vocab_size=self.input_vocab_size,
+            target_vocab_size=self.target_vocab_size,
             max_length=self.max_length,
         )
         model.build(((None, None), (None, None)))
@@ -115,4 +127,3 @@ class TransformerHyperModel(keras_tuner.HyperModel):
             kwargs["batch_size"] = batch_size
         callbacks = list(kwargs.pop("callbacks", [])) + self.objective_callbacks
         return model.fit(x, *rest, callbacks=callbacks, **kwargs)
-

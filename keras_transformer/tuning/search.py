@@ -14,13 +14,12 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_transformer._extras import require
 from keras_transformer.data import pipeline, sources
 from keras_transformer.training.run_directory import RunDirectory
 from keras_transformer.training.trainer import prepare_tokenizers
 from keras_transformer.tuning.bleu_callback import BleuCallback
 from keras_transformer.tuning.hypermodel import TransformerHyperModel
-
-from keras_transformer._extras import require
 
 TUNERS = ("random", "hyperband", "bayesian")
 
@@ -31,7 +30,9 @@ def _is_chief():
 
 def _examples(dataset, source_tokenizer, target_tokenizer, max_length):
     """Unbatched `((source, target_in), target_out)` id sequences."""
-    framed = pipeline.tokenize_pairs(dataset, source_tokenizer, target_tokenizer, max_length, "filter")
+    framed = pipeline.tokenize_pairs(
+        dataset, source_tokenizer, target_tokenizer, max_length, "filter"
+    )
     framed = framed.filter(lambda s, t, long: tf.logical_not(long))
     return framed.map(lambda s, t, long: ((s, t[:-1]), t[1:])).cache()
 
@@ -40,9 +41,13 @@ def make_tuner(kind, hypermodel, objective, directory, max_trials, epochs, seed=
     """The keras-tuner tuner `kind` (`random`, `hyperband`, `bayesian`)."""
     keras_tuner = require("keras_tuner")
 
-    direction = "max" if objective in ("val_bleu", "val_masked_accuracy", "masked_accuracy") else "min"
+    direction = (
+        "max" if objective in ("val_bleu", "val_masked_accuracy", "masked_accuracy") else "min"
+    )
     objective = keras_tuner.Objective(objective, direction)
-    common = dict(objective=objective, directory=directory, project_name="search", overwrite=False, seed=seed)
+    common = dict(
+        objective=objective, directory=directory, project_name="search", overwrite=False, seed=seed
+    )
     if kind == "random":
         return keras_tuner.RandomSearch(hypermodel, max_trials=max_trials, **common)
     if kind == "bayesian":
@@ -59,8 +64,11 @@ def results_table(tuner, objective, top=10):
         return "no completed trials"
     keys = sorted(trials[0].hyperparameters.values)
     header = ["trial", objective] + keys
-    rows = [[t.trial_id, f"{t.score:.4f}" if t.score is not None else "-"]
-            + [str(t.hyperparameters.values.get(k)) for k in keys] for t in trials]
+    rows = [
+        [t.trial_id, f"{t.score:.4f}" if t.score is not None else "-"]
+        + [str(t.hyperparameters.values.get(k)) for k in keys]
+        for t in trials
+    ]
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in [header] + rows]
     return "\n".join(lines)
@@ -86,8 +94,12 @@ def run_search(options, log=print):
     log(f"Training pairs: {stats.pairs}")
 
     source_tok, target_tok = prepare_tokenizers(
-        run, train_pairs, options.get("vocab_size", 8000), options.get("tokenizer_sample", 200_000),
-        log, save=_is_chief(),
+        run,
+        train_pairs,
+        options.get("vocab_size", 8000),
+        options.get("tokenizer_sample", 200_000),
+        log,
+        save=_is_chief(),
     )
 
     max_length = options.get("max_length", 128)
@@ -102,14 +114,27 @@ def run_search(options, log=print):
     if objective == "val_bleu":
         src, refs = sources.sentences(valid_pairs, limit=options.get("bleu_sentences", 200))
         callbacks.append(BleuCallback(src, refs, source_tok, target_tok, max_length=max_length))
-    hypermodel = TransformerHyperModel(source_tok.vocab_size, target_tok.vocab_size,
-                                       max_length=max(max_length, 256), objective_callbacks=callbacks,
-                                       jit_compile=options.get("jit_compile", False),
-                                       **(options.get("space") or {}))
-    tuner = make_tuner(options.get("tuner", "random"), hypermodel, objective, directory,
-                       options.get("max_trials", 10), options.get("epochs", 2), options.get("seed", 0))
+    hypermodel = TransformerHyperModel(
+        source_tok.vocab_size,
+        target_tok.vocab_size,
+        max_length=max(max_length, 256),
+        objective_callbacks=callbacks,
+        jit_compile=options.get("jit_compile", False),
+        **(options.get("space") or {}),
+    )
+    tuner = make_tuner(
+        options.get("tuner", "random"),
+        hypermodel,
+        objective,
+        directory,
+        options.get("max_trials", 10),
+        options.get("epochs", 2),
+        options.get("seed", 0),
+    )
 
-    train_examples = _examples(train_pairs, source_tok, target_tok, max_length).shuffle(10_000, seed=0)
+    train_examples = _examples(train_pairs, source_tok, target_tok, max_length).shuffle(
+        10_000, seed=0
+    )
     valid_examples = _examples(valid_pairs, source_tok, target_tok, max_length)
     steps = options.get("steps_per_epoch")
     if steps:
@@ -145,18 +170,28 @@ def train_best(options, best, search_run, log=print):
     os.makedirs(os.path.dirname(target.source_tokenizer), exist_ok=True)
     for name in ("source", "target"):
         for ext in (".model", ".vocab"):
-            shutil.copy(os.path.join(search_run.path, "tokenizers", name + ext),
-                        os.path.join(target.path, "tokenizers", name + ext))
+            shutil.copy(
+                os.path.join(search_run.path, "tokenizers", name + ext),
+                os.path.join(target.path, "tokenizers", name + ext),
+            )
     values = best.values
     config = TrainConfig(
-        dataset=options["dataset"], valid=options.get("valid"), data_dir=options.get("data_dir"),
-        output_dir=output, preset="tiny",
-        model_overrides={k: values[k] for k in ("num_layers", "d_model", "num_heads", "dff",
-                                                "dropout_rate", "norm_first")},
-        warmup_steps=int(values["warmup_steps"]), label_smoothing=float(values["label_smoothing"]),
+        dataset=options["dataset"],
+        valid=options.get("valid"),
+        data_dir=options.get("data_dir"),
+        output_dir=output,
+        preset="tiny",
+        model_overrides={
+            k: values[k]
+            for k in ("num_layers", "d_model", "num_heads", "dff", "dropout_rate", "norm_first")
+        },
+        warmup_steps=int(values["warmup_steps"]),
+        label_smoothing=float(values["label_smoothing"]),
         epochs=options.get("best_epochs") or options.get("epochs", 2),
-        steps_per_epoch=options.get("steps_per_epoch"), max_length=options.get("max_length", 128),
-        vocab_size=options.get("vocab_size", 8000), verbose=options.get("verbose", 2),
+        steps_per_epoch=options.get("steps_per_epoch"),
+        max_length=options.get("max_length", 128),
+        vocab_size=options.get("vocab_size", 8000),
+        verbose=options.get("verbose", 2),
     )
     log(f"Training the best configuration into {output}")
     train(config, log=log)

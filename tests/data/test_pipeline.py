@@ -2,7 +2,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.data import END_ID, START_ID, SubwordTokenizer, length_stats, make_batches, tokenize_pairs
+from keras_transformer.data import (
+    END_ID,
+    START_ID,
+    SubwordTokenizer,
+    length_stats,
+    make_batches,
+    tokenize_pairs,
+)
 from keras_transformer.data.synthetic import generate_pairs
 
 
@@ -17,16 +24,23 @@ def setup():
 
 def test_batches_are_framed_and_masked(setup):
     pairs, src, tgt, dataset = setup
-    batches = make_batches(dataset, src, tgt, batch_tokens=600, max_length=200, shuffle=False, cache=False)
+    batches = make_batches(
+        dataset, src, tgt, batch_tokens=600, max_length=200, shuffle=False, cache=False
+    )
     seen = 0
     for (context, target_in), target_out in batches:
         context, target_in, target_out = context.numpy(), target_in.numpy(), target_out.numpy()
         assert target_in.shape == target_out.shape and context.shape[0] == target_in.shape[0]
         # Token budget: padded size of the longer side stays within budget.
-        assert context.shape[0] * max(context.shape[1], target_in.shape[1]) <= 600 or context.shape[0] == 1
+        assert (
+            context.shape[0] * max(context.shape[1], target_in.shape[1]) <= 600
+            or context.shape[0] == 1
+        )
         assert np.all(target_in[:, 0] == START_ID)
         # target_out is target_in shifted left by one, ending with END.
-        np.testing.assert_array_equal(target_in[:, 1:], target_out[:, :-1] * (target_in[:, 1:] != 0))
+        np.testing.assert_array_equal(
+            target_in[:, 1:], target_out[:, :-1] * (target_in[:, 1:] != 0)
+        )
         for row_in, row_out, row_ctx in zip(target_in, target_out, context):
             n = int((row_out != 0).sum())
             assert row_out[n - 1] == END_ID and np.all(row_out[n:] == 0)
@@ -39,11 +53,17 @@ def test_batches_are_framed_and_masked(setup):
 
 def test_contents_round_trip(setup):
     pairs, src, tgt, dataset = setup
-    batches = make_batches(dataset.take(8), src, tgt, batch_tokens=4096, max_length=64, shuffle=False)
+    batches = make_batches(
+        dataset.take(8), src, tgt, batch_tokens=4096, max_length=64, shuffle=False
+    )
     decoded = set()
     for (context, _), target_out in batches:
-        decoded |= set(zip([s.decode() for s in src.detokenize(context).numpy()],
-                           [t.decode() for t in tgt.detokenize(target_out).numpy()]))
+        decoded |= set(
+            zip(
+                [s.decode() for s in src.detokenize(context).numpy()],
+                [t.decode() for t in tgt.detokenize(target_out).numpy()],
+            )
+        )
     assert decoded == set(pairs[:8])
 
 
@@ -54,12 +74,16 @@ def test_long_pairs_are_counted_and_handled(setup, policy):
     framed = tokenize_pairs(dataset, src, tgt, max_length, policy)
     stats = length_stats(framed, policy)
     expected = sum(
-        1 for a, b in pairs
-        if len(src.tokenize([a])[0]) + 1 > max_length or len(tgt.tokenize([b])[0]) + 2 > max_length + 1
+        1
+        for a, b in pairs
+        if len(src.tokenize([a])[0]) + 1 > max_length
+        or len(tgt.tokenize([b])[0]) + 2 > max_length + 1
     )
     assert stats.pairs == len(pairs) and stats.too_long == expected > 0
     assert ("dropped" if policy == "filter" else "truncated") in stats.describe()
-    batches = make_batches(dataset, src, tgt, batch_tokens=256, max_length=max_length, policy=policy, shuffle=False)
+    batches = make_batches(
+        dataset, src, tgt, batch_tokens=256, max_length=max_length, policy=policy, shuffle=False
+    )
     total = 0
     for (context, target_in), _ in batches:
         assert context.shape[1] <= max_length and target_in.shape[1] <= max_length

@@ -43,7 +43,10 @@ def test_bad_specs(spec):
 
 def test_specs():
     assert sources.parse_spec("synthetic") == ("synthetic", None)
-    assert sources.parse_spec("tfds:ted_hrlr_translate/pt_to_en") == ("tfds", "ted_hrlr_translate/pt_to_en")
+    assert sources.parse_spec("tfds:ted_hrlr_translate/pt_to_en") == (
+        "tfds",
+        "ted_hrlr_translate/pt_to_en",
+    )
     assert sources.parse_spec("parallel:a.en,a.de") == ("parallel", ("a.en", "a.de"))
 
 
@@ -62,10 +65,17 @@ def test_synthetic_builder_loads_with_tfds(tfds_dir):
     assert len(pairs) == 3 and all(en and de for en, de in pairs)
     info = tfds.builder("synthetic_translation", data_dir=tfds_dir).info
     assert {s: info.splits[s].num_examples for s in ("train", "validation", "test")} == {
-        "train": 60000, "validation": 1000, "test": 1000}
+        "train": 60000,
+        "validation": 1000,
+        "test": 1000,
+    }
     # Held-out splits never repeat a training sentence.
-    train_sources = {en for en, _ in tfds.as_numpy(tfds.load("synthetic_translation", split="train",
-                                                             data_dir=tfds_dir, as_supervised=True))}
+    train_sources = {
+        en
+        for en, _ in tfds.as_numpy(
+            tfds.load("synthetic_translation", split="train", data_dir=tfds_dir, as_supervised=True)
+        )
+    }
     assert not any(en in train_sources for en, _ in tfds.as_numpy(test))
 
 

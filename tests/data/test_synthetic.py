@@ -50,7 +50,11 @@ def test_articles_and_adjectives_agree(noun, case, determiner, expected):
 
 def test_dative_plural_and_contraction():
     phrase = synthetic._NounPhrase.__new__(synthetic._NounPhrase)
-    phrase.noun, phrase.plural, phrase.determiner = synthetic.NOUNS[0], True, "the", 
+    phrase.noun, phrase.plural, phrase.determiner = (
+        synthetic.NOUNS[0],
+        True,
+        "the",
+    )
     phrase.adjectives, phrase.pp = [], None
     assert " ".join(phrase.german("dat")) == "den Männern"
     place = synthetic._NounPhrase.__new__(synthetic._NounPhrase)
@@ -63,13 +67,29 @@ def test_subordinate_clauses_are_verb_final():
     pairs = generate_pairs(2000, seed=3)
     checked = 0
     for en, de in pairs:
-        if " because " in en and en.count(" because ") == 1 and " that " not in en and " and " not in en:
+        if (
+            " because " in en
+            and en.count(" because ") == 1
+            and " that " not in en
+            and " and " not in en
+        ):
             clause = de.split(", weil ")[1].rstrip(".")
             verb = clause.split()[-1]
-            assert verb in {v[2] for v in synthetic.TRANSITIVE + synthetic.DATIVE_VERBS + synthetic.GIVING
-                            + synthetic.INTRANSITIVE + synthetic.CLAUSE_VERBS} | {
-                            v[3] for v in synthetic.TRANSITIVE + synthetic.DATIVE_VERBS + synthetic.GIVING
-                            + synthetic.INTRANSITIVE + synthetic.CLAUSE_VERBS}, de
+            assert verb in {
+                v[2]
+                for v in synthetic.TRANSITIVE
+                + synthetic.DATIVE_VERBS
+                + synthetic.GIVING
+                + synthetic.INTRANSITIVE
+                + synthetic.CLAUSE_VERBS
+            } | {
+                v[3]
+                for v in synthetic.TRANSITIVE
+                + synthetic.DATIVE_VERBS
+                + synthetic.GIVING
+                + synthetic.INTRANSITIVE
+                + synthetic.CLAUSE_VERBS
+            }, de
             checked += 1
     assert checked > 20
 

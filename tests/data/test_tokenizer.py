@@ -42,15 +42,19 @@ def test_save_and_load(tokenizer, tmp_path):
     tokenizer.save(path)
     restored = SubwordTokenizer.load(path)
     text = tf.constant(SENTENCES)
-    np.testing.assert_array_equal(restored.tokenize(text).flat_values, tokenizer.tokenize(text).flat_values)
+    np.testing.assert_array_equal(
+        restored.tokenize(text).flat_values, tokenizer.tokenize(text).flat_values
+    )
     assert (tmp_path / "tok" / "target.vocab").read_text(encoding="utf-8").splitlines()[3] == "</s>"
 
 
 def test_lives_in_a_saved_model(tokenizer, tmp_path):
     module = tf.Module()
     module.tokenizer = tokenizer
-    module.f = tf.function(lambda s: tokenizer.detokenize(tokenizer.tokenize(s)),
-                           input_signature=[tf.TensorSpec([None], tf.string)])
+    module.f = tf.function(
+        lambda s: tokenizer.detokenize(tokenizer.tokenize(s)),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
     tf.saved_model.save(module, str(tmp_path / "sm"))
     restored = tf.saved_model.load(str(tmp_path / "sm"))
     assert restored.f(tf.constant(SENTENCES[:1])).numpy()[0].decode() == SENTENCES[0]
@@ -67,7 +71,9 @@ def test_survives_clearing_tensorflow_state(tokenizer):
     gc.collect()
     dataset = tf.data.Dataset.from_tensor_slices(SENTENCES).batch(2).map(tokenizer.tokenize)
     assert sum(1 for _ in dataset) == 2
-    assert tokenizer.detokenize(tokenizer.tokenize([SENTENCES[0]])).numpy()[0].decode() == SENTENCES[0]
+    assert (
+        tokenizer.detokenize(tokenizer.tokenize([SENTENCES[0]])).numpy()[0].decode() == SENTENCES[0]
+    )
 
 
 def test_invalid_vocab_size():

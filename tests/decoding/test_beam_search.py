@@ -11,8 +11,15 @@ START, END = 1, 3
 
 def _search(table, beam_size, alpha, max_length):
     batch = table.shape[0]
-    return beam_search(markov_step_fn(table), tf.fill([batch], START), {"row": tf.range(batch)},
-                       beam_size=beam_size, max_length=max_length, end_id=END, alpha=alpha)
+    return beam_search(
+        markov_step_fn(table),
+        tf.fill([batch], START),
+        {"row": tf.range(batch)},
+        beam_size=beam_size,
+        max_length=max_length,
+        end_id=END,
+        alpha=alpha,
+    )
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.2])
@@ -97,8 +104,17 @@ def test_stops_once_no_alive_beam_can_beat_the_worst_finished():
         calls.assign_add(1)
         return step(ids, index, state)
 
-    search = tf.function(lambda: beam_search(counting_step, tf.constant([START]), {"row": tf.range(1)},
-                                             beam_size=2, max_length=max_length, end_id=END, alpha=0.6))
+    search = tf.function(
+        lambda: beam_search(
+            counting_step,
+            tf.constant([START]),
+            {"row": tf.range(1)},
+            beam_size=2,
+            max_length=max_length,
+            end_id=END,
+            alpha=0.6,
+        )
+    )
     sequences, scores = search()
     assert int(calls.numpy()) == 2
     assert [list(s) for s in sequences[0].numpy()] == [[END] + [0] * 9, [4, END] + [0] * 8]
@@ -139,11 +155,17 @@ def test_transformer_beam_search_with_cache_equals_without():
         logits = model((state["context"], history))[:, -1]
         return logits, {"history": history, "context": state["context"]}
 
-    cached = beam_search(model.decode_step, tf.fill([3], 2), state, beam_size=3,
-                         max_length=max_length, end_id=3)
-    uncached = beam_search(uncached_step, tf.fill([3], 2),
-                           {"history": tf.zeros([3, 0], tf.int32), "context": tf.constant(context)},
-                           beam_size=3, max_length=max_length, end_id=3)
+    cached = beam_search(
+        model.decode_step, tf.fill([3], 2), state, beam_size=3, max_length=max_length, end_id=3
+    )
+    uncached = beam_search(
+        uncached_step,
+        tf.fill([3], 2),
+        {"history": tf.zeros([3, 0], tf.int32), "context": tf.constant(context)},
+        beam_size=3,
+        max_length=max_length,
+        end_id=3,
+    )
     np.testing.assert_array_equal(cached[0], uncached[0])
     np.testing.assert_allclose(cached[1], uncached[1], atol=1e-4)
 
@@ -156,19 +178,38 @@ def test_whole_search_is_one_graph():
     assert "While" in ops or "StatelessWhile" in ops
 
 
-@pytest.mark.parametrize("kwargs,match", [(dict(beam_size=0), "beam_size"), (dict(max_length=0), "max_length"),
-                                          (dict(end_id=-1), "end_id"), (dict(alpha=-1.0), "alpha")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(beam_size=0), "beam_size"),
+        (dict(max_length=0), "max_length"),
+        (dict(end_id=-1), "end_id"),
+        (dict(alpha=-1.0), "alpha"),
+    ],
+)
 def test_invalid_arguments(kwargs, match):
     args = dict(beam_size=2, max_length=3, end_id=END, alpha=0.6)
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
-        beam_search(markov_step_fn(np.zeros((1, 3, 5, 5))), tf.constant([START]), {"row": tf.range(1)}, **args)
+        beam_search(
+            markov_step_fn(np.zeros((1, 3, 5, 5))),
+            tf.constant([START]),
+            {"row": tf.range(1)},
+            **args,
+        )
 
 
 def test_numpy_integers_are_accepted():
     table = np.random.default_rng(1).normal(size=(2, 4, 6, 6))
     want = _search(table, 2, 0.6, 4)
-    got = beam_search(markov_step_fn(table), tf.fill([2], START), {"row": tf.range(2)}, beam_size=np.int64(2),
-                      max_length=np.int32(4), end_id=np.int64(END), alpha=np.float32(0.6))
+    got = beam_search(
+        markov_step_fn(table),
+        tf.fill([2], START),
+        {"row": tf.range(2)},
+        beam_size=np.int64(2),
+        max_length=np.int32(4),
+        end_id=np.int64(END),
+        alpha=np.float32(0.6),
+    )
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_allclose(got[1], want[1], atol=1e-6)

@@ -12,7 +12,10 @@ def test_scores_are_sacrebleu_corpus_scores():
     assert scores.bleu == pytest.approx(sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES]).score)
     assert scores.chrf == pytest.approx(sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES]).score)
     assert 0.0 < scores.bleu < 100.0 and scores.sentences == 3
-    assert scores.bleu_signature.startswith("nrefs:1|case:mixed") and "tok:13a" in scores.bleu_signature
+    assert (
+        scores.bleu_signature.startswith("nrefs:1|case:mixed")
+        and "tok:13a" in scores.bleu_signature
+    )
     assert f"{scores.bleu:.2f}" in scores.describe() and scores.as_dict()["chrf"] == scores.chrf
 
 

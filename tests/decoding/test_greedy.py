@@ -25,8 +25,14 @@ def _numpy_greedy(table, row, max_length, alpha):
 
 def _greedy(table, max_length, alpha=0.6):
     batch = table.shape[0]
-    return greedy_search(markov_step_fn(table), tf.fill([batch], START), {"row": tf.range(batch)},
-                         max_length=max_length, end_id=END, alpha=alpha)
+    return greedy_search(
+        markov_step_fn(table),
+        tf.fill([batch], START),
+        {"row": tf.range(batch)},
+        max_length=max_length,
+        end_id=END,
+        alpha=alpha,
+    )
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
@@ -52,8 +58,15 @@ def test_greedy_misses_what_a_beam_finds():
     table[0, 1, 4, :] = 0.0  # uniform: log(1/6) for each token
     table[0, 1, 5, END] = 0.0
     greedy, _ = _greedy(table, length, alpha=0.0)
-    beam, _ = beam_search(markov_step_fn(table), tf.constant([START]), {"row": tf.range(1)},
-                          beam_size=2, max_length=length, end_id=END, alpha=0.0)
+    beam, _ = beam_search(
+        markov_step_fn(table),
+        tf.constant([START]),
+        {"row": tf.range(1)},
+        beam_size=2,
+        max_length=length,
+        end_id=END,
+        alpha=0.0,
+    )
     assert list(greedy[0, 0].numpy())[:1] == [4]
     assert list(beam[0, 0].numpy()) == [5, END, 0]
 
@@ -74,8 +87,15 @@ def test_stops_when_every_row_has_ended():
         calls.assign_add(1)
         return step(ids, index, state)
 
-    search = tf.function(lambda: greedy_search(counting_step, tf.fill([2], START), {"row": tf.range(2)},
-                                               max_length=max_length, end_id=END))
+    search = tf.function(
+        lambda: greedy_search(
+            counting_step,
+            tf.fill([2], START),
+            {"row": tf.range(2)},
+            max_length=max_length,
+            end_id=END,
+        )
+    )
     sequences, _ = search()
     assert int(calls.numpy()) == 4  # the longest row's length, not max_length
     assert list(sequences[0, 0].numpy()) == [4, END] + [0] * 8
@@ -83,14 +103,32 @@ def test_stops_when_every_row_has_ended():
 
 def test_refuses_more_than_one_beam():
     with pytest.raises(ValueError, match="beam_size=2"):
-        greedy_search(markov_step_fn(np.zeros((1, 3, 5, 5))), tf.constant([START]), {"row": tf.range(1)},
-                      max_length=3, end_id=END, beam_size=2)
+        greedy_search(
+            markov_step_fn(np.zeros((1, 3, 5, 5))),
+            tf.constant([START]),
+            {"row": tf.range(1)},
+            max_length=3,
+            end_id=END,
+            beam_size=2,
+        )
 
 
-@pytest.mark.parametrize("kwargs,match", [(dict(max_length=0), "max_length"), (dict(end_id=-1), "end_id"),
-                                          (dict(alpha=-0.5), "alpha"), (dict(max_length=2.5), "max_length")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(max_length=0), "max_length"),
+        (dict(end_id=-1), "end_id"),
+        (dict(alpha=-0.5), "alpha"),
+        (dict(max_length=2.5), "max_length"),
+    ],
+)
 def test_invalid_arguments(kwargs, match):
     args = dict(max_length=3, end_id=END, alpha=0.6)
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
-        greedy_search(markov_step_fn(np.zeros((1, 3, 5, 5))), tf.constant([START]), {"row": tf.range(1)}, **args)
+        greedy_search(
+            markov_step_fn(np.zeros((1, 3, 5, 5))),
+            tf.constant([START]),
+            {"row": tf.range(1)},
+            **args,
+        )

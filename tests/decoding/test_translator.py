@@ -6,8 +6,11 @@ from keras_transformer.data.tokenizer import END_ID, START_ID
 from keras_transformer.decoding import Translator, beam_search, greedy_search
 from keras_transformer.training import load_run
 
-SENTENCES = ["The dog sleeps.", "A tired man gives the book to the happy women because the cats run.",
-             "The old teachers see a red ball in the garden."]
+SENTENCES = [
+    "The dog sleeps.",
+    "A tired man gives the book to the happy women because the cats run.",
+    "The old teachers see a red ball in the garden.",
+]
 MAX_OUTPUT = 16
 
 
@@ -35,10 +38,18 @@ def test_search_equals_the_plain_search_over_decode_step(parts, translator, beam
     state = model.init_decoding_state(context, MAX_OUTPUT)
     start = tf.fill([len(SENTENCES)], START_ID)
     if beam_size == 1:
-        want, want_scores = greedy_search(model.decode_step, start, state, max_length=MAX_OUTPUT, end_id=END_ID)
+        want, want_scores = greedy_search(
+            model.decode_step, start, state, max_length=MAX_OUTPUT, end_id=END_ID
+        )
     else:
-        want, want_scores = beam_search(model.decode_step, start, state, beam_size=beam_size,
-                                        max_length=MAX_OUTPUT, end_id=END_ID)
+        want, want_scores = beam_search(
+            model.decode_step,
+            start,
+            state,
+            beam_size=beam_size,
+            max_length=MAX_OUTPUT,
+            end_id=END_ID,
+        )
     got = translator.translate_nbest(tf.constant(SENTENCES), beam_size=beam_size)
     np.testing.assert_array_equal(got["ids"], want)
     np.testing.assert_allclose(got["scores"], want_scores, atol=1e-4)
@@ -70,8 +81,9 @@ def test_long_inputs_are_truncated_keeping_the_end_token(parts):
     np.testing.assert_array_equal(context[0], list(full[:9]) + [END_ID])
     # What is cut off cannot change the translation.
     prefix = parts[1].detokenize(tf.constant([full[:9]])).numpy()[0].decode("utf-8")
-    assert _strings(translator.translate(tf.constant([long_sentence]))["translation"]) == \
-        _strings(translator.translate(tf.constant([prefix]))["translation"])
+    assert _strings(translator.translate(tf.constant([long_sentence]))["translation"]) == _strings(
+        translator.translate(tf.constant([prefix]))["translation"]
+    )
 
 
 def test_lengths_are_capped_by_the_model(parts):
@@ -90,8 +102,9 @@ def test_translate_batches_keeps_the_input_order(translator):
 
 def test_greedy_is_one_beam(translator):
     text = tf.constant(SENTENCES)
-    assert _strings(translator.translate_greedy(text)["translation"]) == \
-        _strings(translator.translate(text, beam_size=1)["translation"])
+    assert _strings(translator.translate_greedy(text)["translation"]) == _strings(
+        translator.translate(text, beam_size=1)["translation"]
+    )
 
 
 @pytest.mark.parametrize("beam_size", [0, -2])

@@ -31,7 +31,9 @@ def test_unknown_op_is_named(export_base, tmp_path):
 
 def test_xla_functions_are_refused(tmp_path):
     module = tf.Module()
-    module.f = tf.function(lambda x: x * 2, jit_compile=True, input_signature=[tf.TensorSpec([None], tf.float32)])
+    module.f = tf.function(
+        lambda x: x * 2, jit_compile=True, input_signature=[tf.TensorSpec([None], tf.float32)]
+    )
     tf.saved_model.save(module, str(tmp_path / "xla"))
     with pytest.raises(NotServableError, match="XLA"):
         check_servable(str(tmp_path / "xla"))
@@ -39,8 +41,9 @@ def test_xla_functions_are_refused(tmp_path):
 
 def test_graph_ops_lists_the_function_library(tmp_path):
     module = tf.Module()
-    module.f = tf.function(lambda x: tf.linalg.matmul(x, x) + 1.0,
-                           input_signature=[tf.TensorSpec([2, 2], tf.float32)])
+    module.f = tf.function(
+        lambda x: tf.linalg.matmul(x, x) + 1.0, input_signature=[tf.TensorSpec([2, 2], tf.float32)]
+    )
     tf.saved_model.save(module, str(tmp_path / "plain"))
     ops, xla_functions = graph_ops(str(tmp_path / "plain"))
     assert {"MatMul", "AddV2"} <= ops and xla_functions == []

@@ -14,8 +14,12 @@ from keras_transformer.export import export_version, versions
 from keras_transformer.training import load_run
 from tests.export.exported import BEAM_SIZE, MAX_LENGTH
 
-SENTENCES = ["The dog sleeps.", "A tired man gives the book to the happy women because the cats run.",
-             "", "The old teachers see a red ball in the garden."]
+SENTENCES = [
+    "The dog sleeps.",
+    "A tired man gives the book to the happy women because the cats run.",
+    "",
+    "The old teachers see a red ball in the garden.",
+]
 
 
 def test_versions_are_numbered_and_never_overwritten(trained_run, export_base):
@@ -56,10 +60,16 @@ LOAD_AS_TF_SERVING = textwrap.dedent("""
 
 def test_tf_serving_loader_matches_in_process_translator(trained_run, export_base):
     version_dir = os.path.join(export_base, "1")
-    result = subprocess.run([sys.executable, "-c", LOAD_AS_TF_SERVING, version_dir, json.dumps(SENTENCES)],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_AS_TF_SERVING, version_dir, json.dumps(SENTENCES)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    loaded = json.loads([l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1][7:])
+    loaded = json.loads(
+        [line for line in result.stdout.splitlines() if line.startswith("RESULT ")][-1][7:]
+    )
 
     model, src, tgt, _ = load_run(trained_run["run"])
     translator = Translator(model, src, tgt, beam_size=BEAM_SIZE, max_output_length=MAX_LENGTH)

@@ -72,7 +72,9 @@ def test_unknown_signature_names_the_available_ones(session_model):
 def test_run_signature_loads_runs_and_closes(export_base, session_model):
     sentences = ["The dog sleeps.", ""]
     out = run_signature(os.path.join(export_base, "1"), "serving_default", sentences)
-    assert list(out["translation"]) == list(session_model.run("serving_default", _text(*sentences))["translation"])
+    assert list(out["translation"]) == list(
+        session_model.run("serving_default", _text(*sentences))["translation"]
+    )
     assert out["translation"][1] == b""
 
 

@@ -21,17 +21,30 @@ def encoder_block(block, x, padding):
     x = x.astype(np.float64)
     mask = padding[:, :, None] & padding[:, None, :]
     w = reference.mha_weights(block.self_attention)
-    x = _sublayer(x, lambda h: reference.mha(h, h, w, mask), block.self_attention_norm, block.norm_first)
+    x = _sublayer(
+        x, lambda h: reference.mha(h, h, w, mask), block.self_attention_norm, block.norm_first
+    )
     return _sublayer(x, _ffn(block), block.feed_forward_norm, block.norm_first)
 
 
 def decoder_block(block, x, memory, target_padding, source_padding):
     x, memory = x.astype(np.float64), memory.astype(np.float64)
     t = x.shape[1]
-    self_mask = target_padding[:, :, None] & target_padding[:, None, :] & np.tril(np.ones((t, t), bool))[None]
+    self_mask = (
+        target_padding[:, :, None]
+        & target_padding[:, None, :]
+        & np.tril(np.ones((t, t), bool))[None]
+    )
     cross_mask = target_padding[:, :, None] & source_padding[:, None, :]
     ws = reference.mha_weights(block.self_attention)
     wc = reference.mha_weights(block.cross_attention)
-    x = _sublayer(x, lambda h: reference.mha(h, h, ws, self_mask), block.self_attention_norm, block.norm_first)
-    x = _sublayer(x, lambda h: reference.mha(h, memory, wc, cross_mask), block.cross_attention_norm, block.norm_first)
+    x = _sublayer(
+        x, lambda h: reference.mha(h, h, ws, self_mask), block.self_attention_norm, block.norm_first
+    )
+    x = _sublayer(
+        x,
+        lambda h: reference.mha(h, memory, wc, cross_mask),
+        block.cross_attention_norm,
+        block.norm_first,
+    )
     return _sublayer(x, _ffn(block), block.feed_forward_norm, block.norm_first)

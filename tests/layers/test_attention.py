@@ -137,8 +137,9 @@ def test_fully_masked_rows_are_finite(rng, policy, dropout, training, scores):
     mask = np.ones((BATCH, TQ, TQ), bool)
     mask[:, 1, :] = False  # query 1 may attend to nothing
     mask[0] = False  # nor may any query of row 0
-    out = layer(query, query, attention_mask=mask, training=training,
-                return_attention_scores=scores)
+    out = layer(
+        query, query, attention_mask=mask, training=training, return_attention_scores=scores
+    )
     out = out[0] if scores else out
     assert np.all(np.isfinite(to_numpy(out)))
 
@@ -178,7 +179,11 @@ def test_self_attention_cache_equals_full_causal_pass(rng, use_causal_mask):
     for i in range(length):
         step = x[:, i : i + 1]
         out, scores, cache = layer(
-            step, step, cache=cache, cache_index=i, return_attention_scores=True,
+            step,
+            step,
+            cache=cache,
+            cache_index=i,
+            return_attention_scores=True,
             use_causal_mask=use_causal_mask,
         )
         np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
@@ -201,8 +206,10 @@ def test_self_attention_cache_in_a_compiled_loop(rng):
             step = tf.gather(x, [i], axis=1)
             out, cache = layer(step, step, cache=cache, cache_index=i)
             return i + 1, cache, outs.write(i, out[:, 0])
+
         _, _, outs = tf.while_loop(
-            lambda i, *_: i < 5, body,
+            lambda i, *_: i < 5,
+            body,
             (0, layer.init_cache(BATCH, 5), tf.TensorArray(tf.float32, 5)),
         )
         return tf.transpose(outs.stack(), [1, 0, 2])
@@ -241,19 +248,32 @@ def test_single_query_cached_path_matches_general_path(rng, case_name, dropout, 
         atol = 1e-5 if policy == "float32" else 2e-2
         for position in range(TQ):
             query = rng.normal(size=(BATCH, 1, DIM)).astype("float32")
-            qmask = _padding(case["query"], TQ)[:, position : position + 1] if "query" in case else None
+            qmask = (
+                _padding(case["query"], TQ)[:, position : position + 1] if "query" in case else None
+            )
             vmask = _padding(case["value"], TK) if "value" in case else None
             explicit = rng.random((BATCH, 1, TK)) > 0.5 if case.get("explicit") else None
-            args = dict(attention_mask=explicit, query_mask=qmask, value_mask=vmask,
-                        return_attention_scores=True)
+            args = dict(
+                attention_mask=explicit,
+                query_mask=qmask,
+                value_mask=vmask,
+                return_attention_scores=True,
+            )
             expected, expected_scores = layer(query, memory, **args)
             out, scores, _ = layer(query, memory, cache=cache, **args)
             np.testing.assert_allclose(np.float32(out), np.float32(expected), atol=atol)
             np.testing.assert_allclose(np.float32(scores), np.float32(expected_scores), atol=atol)
-            plain = layer(query, memory, cache=cache, attention_mask=explicit,
-                          query_mask=qmask, value_mask=vmask)[0]
-            expected = layer(query, memory, attention_mask=explicit,
-                             query_mask=qmask, value_mask=vmask)
+            plain = layer(
+                query,
+                memory,
+                cache=cache,
+                attention_mask=explicit,
+                query_mask=qmask,
+                value_mask=vmask,
+            )[0]
+            expected = layer(
+                query, memory, attention_mask=explicit, query_mask=qmask, value_mask=vmask
+            )
             np.testing.assert_allclose(np.float32(plain), np.float32(expected), atol=atol)
             assert np.all(np.isfinite(np.float32(plain)))
     finally:
@@ -281,8 +301,15 @@ def test_cache_needs_equal_key_and_value_dims():
 
 
 def test_config_round_trip(rng):
-    layer = MultiHeadAttention(HEADS, KEY_DIM, value_dim=5, dropout=0.2, use_bias=False,
-                               kernel_initializer="he_normal", name="att")
+    layer = MultiHeadAttention(
+        HEADS,
+        KEY_DIM,
+        value_dim=5,
+        dropout=0.2,
+        use_bias=False,
+        kernel_initializer="he_normal",
+        name="att",
+    )
     clone = MultiHeadAttention.from_config(layer.get_config())
     assert clone.get_config() == layer.get_config()
     x = rng.normal(size=(2, 4, DIM)).astype("float32")

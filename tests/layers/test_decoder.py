@@ -21,8 +21,14 @@ def test_cache_equals_full_pass(rng, norm_first, layout):
         cache = container(np.moveaxis(np.asarray(cache), 1, 0))
         cross = container(np.moveaxis(np.asarray(cross), 1, 0))
     for i in range(6):
-        out, cache = decoder(x[:, i : i + 1], None, encoder_outputs_mask=spad,
-                             cache=cache, cross_cache=cross, cache_index=i)
+        out, cache = decoder(
+            x[:, i : i + 1],
+            None,
+            encoder_outputs_mask=spad,
+            cache=cache,
+            cross_cache=cross,
+            cache_index=i,
+        )
         np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
         if layout != "stacked":
             assert type(cache) is container and len(cache) == 2

@@ -58,8 +58,14 @@ def test_cached_steps_equal_full_pass(rng, norm_first):
     cache = block.init_cache(2, 5)
     cross = block.precompute_cross_cache(memory)
     for i in range(5):
-        out, cache = block(x[:, i : i + 1], memory, encoder_outputs_mask=spad,
-                           self_attention_cache=cache, cross_attention_cache=cross, cache_index=i)
+        out, cache = block(
+            x[:, i : i + 1],
+            memory,
+            encoder_outputs_mask=spad,
+            self_attention_cache=cache,
+            cross_attention_cache=cross,
+            cache_index=i,
+        )
         np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
 
 

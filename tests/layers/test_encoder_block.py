@@ -9,8 +9,12 @@ D, HEADS, DFF = 16, 4, 24
 
 
 def _randomize(layer, rng):
-    layer.set_weights([rng.normal(size=w.shape) * 0.3 + (1.0 if "gamma" in w.path else 0.0)
-                       for w in layer.weights])
+    layer.set_weights(
+        [
+            rng.normal(size=w.shape) * 0.3 + (1.0 if "gamma" in w.path else 0.0)
+            for w in layer.weights
+        ]
+    )
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

@@ -20,9 +20,14 @@ def test_dropout_only_in_training(rng):
     assert np.abs(np.array(layer(x, training=True)) - np.array(layer(x))).max() > 1e-4
 
 
-@pytest.mark.parametrize("kwargs,match", [(dict(d_model=0, dff=4), "d_model"),
-                                          (dict(d_model=4, dff=0), "dff"),
-                                          (dict(d_model=4, dff=4, dropout=-0.1), "dropout")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(d_model=0, dff=4), "d_model"),
+        (dict(d_model=4, dff=0), "dff"),
+        (dict(d_model=4, dff=4, dropout=-0.1), "dropout"),
+    ],
+)
 def test_invalid_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         FeedForward(**kwargs)

@@ -16,7 +16,9 @@ def test_first_position_alternates_zero_and_one():
     np.testing.assert_allclose(sinusoidal_position_encoding(1, 6)[0], [0, 1, 0, 1, 0, 1])
 
 
-@pytest.mark.parametrize("length,depth,match", [(0, 4, "length"), (4, -2, "depth"), (2.5, 4, "length")])
+@pytest.mark.parametrize(
+    "length,depth,match", [(0, 4, "length"), (4, -2, "depth"), (2.5, 4, "length")]
+)
 def test_invalid_arguments(length, depth, match):
     with pytest.raises(ValueError, match=match):
         sinusoidal_position_encoding(length, depth)

@@ -72,7 +72,8 @@ def test_invalid_arguments(kwargs, match):
 
 
 def test_config_round_trip():
-    layer = PositionalEmbedding(20, 8, max_length=12, position_encoding="learned",
-                                scale_embeddings=False, mask_zero=False)
+    layer = PositionalEmbedding(
+        20, 8, max_length=12, position_encoding="learned", scale_embeddings=False, mask_zero=False
+    )
     clone = PositionalEmbedding.from_config(layer.get_config())
     assert clone.get_config() == layer.get_config()

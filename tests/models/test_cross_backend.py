@@ -13,8 +13,15 @@ from keras_transformer.models import Transformer
 from tests.backends import tensorflow_only, to_numpy
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CONFIG = dict(num_layers=2, d_model=32, num_heads=4, dff=64, input_vocab_size=40,
-              target_vocab_size=50, dropout_rate=0.0)
+CONFIG = dict(
+    num_layers=2,
+    d_model=32,
+    num_heads=4,
+    dff=64,
+    input_vocab_size=40,
+    target_vocab_size=50,
+    dropout_rate=0.0,
+)
 
 TRAIN = textwrap.dedent("""
     import sys
@@ -45,8 +52,13 @@ def test_weights_from_another_backend_give_the_same_logits(backend, tmp_path, rn
     tgt[2, 3:] = 0
     np.savez(tmp_path / "data.npz", src=src, tgt=tgt)
     env = {**os.environ, "PYTHONPATH": REPO, "KERAS_BACKEND": backend}
-    result = subprocess.run([sys.executable, "-c", TRAIN, str(tmp_path), backend], env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", TRAIN, str(tmp_path), backend],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     expected = np.load(tmp_path / "logits.npy")
 

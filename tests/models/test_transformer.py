@@ -32,9 +32,16 @@ def _batch(rng, batch=3, src_len=7, tgt_len=6):
 def test_padding_never_changes_logits(rng, norm_first, share_embeddings, policy):
     keras.config.set_dtype_policy(policy)
     vocab = dict(input_vocab_size=TGT_VOCAB) if share_embeddings else {}
-    model = Transformer(2, 32, 4, 64, target_vocab_size=TGT_VOCAB,
-                        norm_first=norm_first, share_embeddings=share_embeddings,
-                        **{"input_vocab_size": SRC_VOCAB, **vocab})
+    model = Transformer(
+        2,
+        32,
+        4,
+        64,
+        target_vocab_size=TGT_VOCAB,
+        norm_first=norm_first,
+        share_embeddings=share_embeddings,
+        **{"input_vocab_size": SRC_VOCAB, **vocab},
+    )
     src, tgt = _batch(rng)
     logits = np.array(model((src, tgt)))
     assert logits.dtype == np.float32
@@ -96,8 +103,12 @@ def test_save_and_load_in_a_fresh_process(tmp_path, rng):
         print("IDENTICAL")
         """
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            env={"KERAS_BACKEND": keras.backend.backend(), "PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={"KERAS_BACKEND": keras.backend.backend(), "PATH": "/usr/bin:/bin"},
+    )
     assert "IDENTICAL" in result.stdout, result.stderr[-3000:]
 
 
@@ -109,9 +120,15 @@ def test_presets(name):
 
 
 def test_paper_presets():
-    assert PRESETS["small"] == dict(num_layers=3, d_model=256, num_heads=4, dff=1024, dropout_rate=0.1)
-    assert PRESETS["base"] == dict(num_layers=6, d_model=512, num_heads=8, dff=2048, dropout_rate=0.1)
-    assert PRESETS["big"] == dict(num_layers=6, d_model=1024, num_heads=16, dff=4096, dropout_rate=0.3)
+    assert PRESETS["small"] == dict(
+        num_layers=3, d_model=256, num_heads=4, dff=1024, dropout_rate=0.1
+    )
+    assert PRESETS["base"] == dict(
+        num_layers=6, d_model=512, num_heads=8, dff=2048, dropout_rate=0.1
+    )
+    assert PRESETS["big"] == dict(
+        num_layers=6, d_model=1024, num_heads=16, dff=4096, dropout_rate=0.3
+    )
 
 
 def test_preset_errors():
@@ -134,8 +151,8 @@ def test_learns_to_copy_sequences():
     model = Transformer(2, 64, 4, 128, vocab, vocab, dropout_rate=0.0)
     model.compile(
         optimizer=keras.optimizers.Adam(
-            kt.schedules.WarmupSchedule(64, warmup_steps=100),
-            beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+            kt.schedules.WarmupSchedule(64, warmup_steps=100), beta_1=0.9, beta_2=0.98, epsilon=1e-9
+        ),
         loss=kt.losses.MaskedSparseCategoricalCrossentropy(),
         metrics=[kt.metrics.MaskedAccuracy()],
     )

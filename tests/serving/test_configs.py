@@ -8,7 +8,9 @@ import yaml
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-SERVING = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "serving")
+SERVING = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "serving"
+)
 
 
 def _read(name):
@@ -34,10 +36,15 @@ def test_models_config_serves_the_latest_translator_from_the_mounted_exports():
 
 def test_the_commented_label_example_is_a_valid_config():
     lines = _read("models.config").splitlines()
-    example = [re.sub(r"^(\s*)# ", r"\1", line) for line in lines
-               if re.match(r"\s*# (model_version_policy|version_labels)", line)]
+    example = [
+        re.sub(r"^(\s*)# ", r"\1", line)
+        for line in lines
+        if re.match(r"\s*# (model_version_policy|version_labels)", line)
+    ]
     body = [line for line in lines if "latest" not in line and not line.strip().startswith("#")]
-    text = "\n".join(body).replace('model_platform: "tensorflow"', 'model_platform: "tensorflow"\n' + "\n".join(example))
+    text = "\n".join(body).replace(
+        'model_platform: "tensorflow"', 'model_platform: "tensorflow"\n' + "\n".join(example)
+    )
     (config,) = _parse(text).model_config_list.config
     assert dict(config.version_labels) == {"stable": 1, "canary": 2}
     assert set(config.version_labels.values()) <= set(config.model_version_policy.specific.versions)

@@ -13,13 +13,21 @@ SENTENCES = ["The dog sleeps.", "A young woman reads the book because the childr
 
 def _cli(*args, **kwargs):
     env = {**os.environ, "PYTHONPATH": REPO, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-m", "keras_transformer.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=600, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "keras_transformer.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        **kwargs,
+    )
 
 
 def test_train_export_serve_query_and_swap(trained_run, tmp_path):
     base = str(tmp_path / "exports" / "translator")
-    result = _cli("export", "--run", trained_run["run"], "--export-base", base, "--max-length", "24")
+    result = _cli(
+        "export", "--run", trained_run["run"], "--export-base", base, "--max-length", "24"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith(os.path.join("translator", "1"))
 
@@ -34,20 +42,40 @@ def test_train_export_serve_query_and_swap(trained_run, tmp_path):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": REPO, "PYTHONUNBUFFERED": "1"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "keras_transformer.cli", "serve", "--model-base-path", base,
-         "--model-name", "translator", "--port", str(port), "--poll-seconds", "0.5"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "keras_transformer.cli",
+            "serve",
+            "--model-base-path",
+            base,
+            "--model-name",
+            "translator",
+            "--port",
+            str(port),
+            "--poll-seconds",
+            "0.5",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.time() + 300
         for line in server.stdout:
             if line.startswith("READY"):
                 break
             assert time.time() < deadline
-        remote = _cli("client", "--server", f"127.0.0.1:{port}", "--model", "translator", *SENTENCES)
+        remote = _cli(
+            "client", "--server", f"127.0.0.1:{port}", "--model", "translator", *SENTENCES
+        )
         assert remote.returncode == 0, remote.stderr[-3000:]
         assert remote.stdout.splitlines() == in_process
 
-        result = _cli("export", "--run", trained_run["run"], "--export-base", base, "--max-length", "24")
+        result = _cli(
+            "export", "--run", trained_run["run"], "--export-base", base, "--max-length", "24"
+        )
         assert result.returncode == 0 and result.stdout.strip().endswith("2")
         with GrpcTranslationClient(f"127.0.0.1:{port}", "translator") as client:
             deadline = time.time() + 120

@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from keras_transformer.decoding import Translator
 from keras_transformer.export import export_version
-from keras_transformer.training import load_run
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
+from keras_transformer.training import load_run
 from tests.training.conftest import free_port
 
 BINARY = shutil.which("tensorflow_model_server")
@@ -22,10 +22,14 @@ def test_real_tf_serving_serves_the_export(trained_run, tmp_path):
     base = str(tmp_path / "translator")
     export_version(model, src, tgt, base, max_length=20, beam_size=2)
     port = free_port()
-    server = subprocess.Popen([BINARY, f"--port={port}", "--model_name=translator", f"--model_base_path={base}"])
+    server = subprocess.Popen(
+        [BINARY, f"--port={port}", "--model_name=translator", f"--model_base_path={base}"]
+    )
     try:
         sentences = ["The dog sleeps.", ""]
-        expected = Translator(model, src, tgt, beam_size=2, max_output_length=20).translate(tf.constant(sentences))
+        expected = Translator(model, src, tgt, beam_size=2, max_output_length=20).translate(
+            tf.constant(sentences)
+        )
         deadline = time.time() + 120
         with GrpcTranslationClient(f"127.0.0.1:{port}", "translator") as client:
             while True:

@@ -27,9 +27,12 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.requests.append((self.path, body))
         if body.get("signature_name") == "nope":
-            return self._reply(400, {"error": "Serving signature name: \"nope\" not found"})
+            return self._reply(400, {"error": 'Serving signature name: "nope" not found'})
         texts = body["inputs"]["text"]
-        self._reply(200, {"outputs": {"translation": [t.upper() for t in texts], "score": [-1.0] * len(texts)}})
+        self._reply(
+            200,
+            {"outputs": {"translation": [t.upper() for t in texts], "score": [-1.0] * len(texts)}},
+        )
 
     def do_GET(self):
         self.requests.append((self.path, None))
@@ -52,7 +55,10 @@ def test_predict_uses_tf_serving_rest_format(rest_server):
     assert out["translation"] == ["GUTEN TAG", "GRÜSS GOTT"]
     path, body = _Handler.requests[-1]
     assert path == "/v1/models/translator/versions/3:predict"
-    assert body == {"signature_name": "serving_default", "inputs": {"text": ["Guten Tag", "Grüß Gott"]}}
+    assert body == {
+        "signature_name": "serving_default",
+        "inputs": {"text": ["Guten Tag", "Grüß Gott"]},
+    }
     assert client.status()["model_version_status"][0]["state"] == "AVAILABLE"
     assert _Handler.requests[-1][0] == "/v1/models/translator"
 

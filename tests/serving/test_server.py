@@ -10,9 +10,9 @@ import tensorflow as tf
 
 from keras_transformer.decoding import Translator
 from keras_transformer.export import export_version
-from keras_transformer.training import load_run
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from keras_transformer.serving.server import parse_version_labels, start_server
+from keras_transformer.training import load_run
 
 MAX_LENGTH = 20
 
@@ -24,8 +24,13 @@ def served(trained_run, tmp_path_factory):
     export_version(model, src, tgt, base, max_length=MAX_LENGTH, beam_size=2)
     server, port, manager = start_server(base, "translator", port=0, poll_seconds=0.3)
     translator = Translator(model, src, tgt, beam_size=2, max_output_length=MAX_LENGTH)
-    yield {"base": base, "address": f"127.0.0.1:{port}", "translator": translator, "manager": manager,
-           "model": (model, src, tgt)}
+    yield {
+        "base": base,
+        "address": f"127.0.0.1:{port}",
+        "translator": translator,
+        "manager": manager,
+        "model": (model, src, tgt),
+    }
     server.stop(0)
     manager.stop()
 
@@ -37,7 +42,11 @@ def client(served):
 
 
 def _text(*sentences):
-    return {"text": np.array([s if isinstance(s, bytes) else s.encode() for s in sentences], dtype=object)}
+    return {
+        "text": np.array(
+            [s if isinstance(s, bytes) else s.encode() for s in sentences], dtype=object
+        )
+    }
 
 
 def test_translations_match_in_process(served, client):
@@ -50,13 +59,22 @@ def test_translations_match_in_process(served, client):
     nbest = client.translate(sentences[:1], signature="translate_nbest")
     assert np.array(nbest["translations"]).shape == (1, 2)
     greedy = client.translate(sentences[:1], signature="translate_greedy", version=1)
-    assert greedy["translation"] == [t.decode() for t in served["translator"].translate_greedy(
-        tf.constant(sentences[:1]))["translation"].numpy()]
+    assert greedy["translation"] == [
+        t.decode()
+        for t in served["translator"]
+        .translate_greedy(tf.constant(sentences[:1]))["translation"]
+        .numpy()
+    ]
 
 
 def test_metadata_and_status(client):
     signatures = client.metadata().signature_def
-    assert set(signatures) == {"serving_default", "translate_nbest", "translate_greedy", "attention"}
+    assert set(signatures) == {
+        "serving_default",
+        "translate_nbest",
+        "translate_greedy",
+        "attention",
+    }
     assert signatures["serving_default"].method_name == "tensorflow/serving/predict"
     assert set(signatures["serving_default"].outputs) == {"translation", "score"}
     assert client.status() == [(1, "AVAILABLE")]
@@ -65,15 +83,32 @@ def test_metadata_and_status(client):
 @pytest.mark.parametrize(
     "inputs,kwargs,code,message",
     [
-        ({"txt": np.array([b"x"], dtype=object)}, {}, grpc.StatusCode.INVALID_ARGUMENT, "missing \\['text'\\]"),
+        (
+            {"txt": np.array([b"x"], dtype=object)},
+            {},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "missing \\['text'\\]",
+        ),
         ({}, {}, grpc.StatusCode.INVALID_ARGUMENT, "missing"),
-        ({"text": np.array([1, 2], dtype=np.int32)}, {}, grpc.StatusCode.INVALID_ARGUMENT, "must be string"),
-        ({"text": np.array([[b"x"]], dtype=object)}, {}, grpc.StatusCode.INVALID_ARGUMENT, "rank 1"),
+        (
+            {"text": np.array([1, 2], dtype=np.int32)},
+            {},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "must be string",
+        ),
+        (
+            {"text": np.array([[b"x"]], dtype=object)},
+            {},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "rank 1",
+        ),
         (_text("x"), {"signature": "nope"}, grpc.StatusCode.NOT_FOUND, "nope"),
         (_text("x"), {"version": 42}, grpc.StatusCode.NOT_FOUND, "Version 42"),
     ],
 )
-def test_bad_requests_get_a_status_and_the_server_keeps_serving(client, inputs, kwargs, code, message):
+def test_bad_requests_get_a_status_and_the_server_keeps_serving(
+    client, inputs, kwargs, code, message
+):
     with pytest.raises(grpc.RpcError) as error:
         client.predict(inputs, **kwargs)
     assert error.value.code() == code
@@ -103,7 +138,9 @@ def test_long_and_invalid_utf8_inputs_are_served(served, client):
 
 
 def test_concurrent_requests_are_batched_and_correct(served, client):
-    sentences = [f"The {n} sleeps." for n in ("dog", "cat", "man", "woman", "child", "bird", "girl", "boy")]
+    sentences = [
+        f"The {n} sleeps." for n in ("dog", "cat", "man", "woman", "child", "bird", "girl", "boy")
+    ]
     expected = {s: client.translate([s])["translation"][0] for s in sentences}
     results, errors = {}, []
 
@@ -111,7 +148,9 @@ def test_concurrent_requests_are_batched_and_correct(served, client):
         try:
             with GrpcTranslationClient(served["address"], "translator", timeout=120) as c:
                 for _ in range(3):
-                    results.setdefault(sentence, []).append(c.translate([sentence])["translation"][0])
+                    results.setdefault(sentence, []).append(
+                        c.translate([sentence])["translation"][0]
+                    )
         except Exception as error:  # collected and asserted below
             errors.append(error)
 
@@ -141,7 +180,9 @@ def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
     thread = threading.Thread(target=hammer)
     thread.start()
     try:
-        export_version(model, src, tgt, base, version=2, max_length=MAX_LENGTH, beam_size=2, check=False)
+        export_version(
+            model, src, tgt, base, version=2, max_length=MAX_LENGTH, beam_size=2, check=False
+        )
         deadline = time.time() + 120
         while client.status() != [(2, "AVAILABLE")] and time.time() < deadline:
             time.sleep(0.2)
@@ -171,8 +212,9 @@ def labelled(served, tmp_path):
     for version in (1, 2):
         shutil.copytree(os.path.join(served["base"], "1"), base / str(version))
     labels = {"stable": 1, "canary": 2, "retired": 7}
-    server, port, manager = start_server(str(base), "translator", port=0, poll_seconds=0,
-                                         version_policy="all", version_labels=labels)
+    server, port, manager = start_server(
+        str(base), "translator", port=0, poll_seconds=0, version_policy="all", version_labels=labels
+    )
     with GrpcTranslationClient(f"127.0.0.1:{port}", "translator", timeout=120) as c:
         yield c
     server.stop(0)
@@ -188,14 +230,19 @@ def test_version_labels_route_requests(labelled):
     assert "serving_default" in labelled.metadata(version_label="canary").signature_def
 
 
-@pytest.mark.parametrize("label,code,message", [
-    ("nope", grpc.StatusCode.INVALID_ARGUMENT, "Unrecognized servable version label: nope"),
-    ("", grpc.StatusCode.INVALID_ARGUMENT, "Unrecognized servable version label"),
-    ("retired", grpc.StatusCode.NOT_FOUND, "Version 7"),
-])
+@pytest.mark.parametrize(
+    "label,code,message",
+    [
+        ("nope", grpc.StatusCode.INVALID_ARGUMENT, "Unrecognized servable version label: nope"),
+        ("", grpc.StatusCode.INVALID_ARGUMENT, "Unrecognized servable version label"),
+        ("retired", grpc.StatusCode.NOT_FOUND, "Version 7"),
+    ],
+)
 def test_bad_version_labels_get_a_status(labelled, label, code, message):
-    for call in (lambda: labelled.translate(["x"], version_label=label),
-                 lambda: labelled.status(version_label=label)):
+    for call in (
+        lambda: labelled.translate(["x"], version_label=label),
+        lambda: labelled.status(version_label=label),
+    ):
         with pytest.raises(grpc.RpcError) as error:
             call()
         assert error.value.code() == code
@@ -213,13 +260,16 @@ def test_parse_version_labels():
     assert parse_version_labels(None) == {}
 
 
-@pytest.mark.parametrize("pairs,match", [
-    (["stable"], "LABEL=VERSION"),
-    (["stable=one"], "LABEL=VERSION"),
-    (["stable=-1"], "LABEL=VERSION"),
-    (["=1"], "non-empty"),
-    (["a=1", "a=2"], "twice"),
-])
+@pytest.mark.parametrize(
+    "pairs,match",
+    [
+        (["stable"], "LABEL=VERSION"),
+        (["stable=one"], "LABEL=VERSION"),
+        (["stable=-1"], "LABEL=VERSION"),
+        (["=1"], "non-empty"),
+        (["a=1", "a=2"], "twice"),
+    ],
+)
 def test_parse_version_labels_errors(pairs, match):
     with pytest.raises(ValueError, match=match):
         parse_version_labels(pairs)

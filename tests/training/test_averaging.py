@@ -9,7 +9,9 @@ from keras_transformer.models import Transformer
 from keras_transformer.training import TrainConfig, average_checkpoints, average_weights, load_run
 from keras_transformer.training.run_directory import RunDirectory
 
-ARCH = dict(num_layers=1, d_model=16, num_heads=2, dff=32, input_vocab_size=20, target_vocab_size=24)
+ARCH = dict(
+    num_layers=1, d_model=16, num_heads=2, dff=32, input_vocab_size=20, target_vocab_size=24
+)
 
 
 def _transformer(seed):
@@ -77,12 +79,15 @@ def _fake_run(tmp_path, epochs):
     return run, values
 
 
-@pytest.mark.parametrize("kept, last, used", [
-    ([3, 4, 5, 6], 2, [5, 6]),
-    ([1, 2, 3], 3, [1, 2, 3]),
-    ([9, 10], 5, [9, 10]),  # fewer kept than asked: all of them
-    ([8, 10, 12], 2, [10, 12]),
-])
+@pytest.mark.parametrize(
+    "kept, last, used",
+    [
+        ([3, 4, 5, 6], 2, [5, 6]),
+        ([1, 2, 3], 3, [1, 2, 3]),
+        ([9, 10], 5, [9, 10]),  # fewer kept than asked: all of them
+        ([8, 10, 12], 2, [10, 12]),
+    ],
+)
 def test_average_checkpoints_uses_the_newest_epochs(tmp_path, kept, last, used):
     run, values = _fake_run(tmp_path, kept)
     _, epochs = average_checkpoints(run.path, last=last)

@@ -6,7 +6,9 @@ from keras_transformer.training.config import TrainConfig, read_config_file
 
 
 def test_round_trips_through_a_dict():
-    config = TrainConfig(preset="small", epochs=3, model_overrides={"num_layers": 2}, average_last=2)
+    config = TrainConfig(
+        preset="small", epochs=3, model_overrides={"num_layers": 2}, average_last=2
+    )
     again = TrainConfig.from_dict(config.to_dict())
     assert again == config and again.model_overrides == {"num_layers": 2}
 
@@ -25,7 +27,10 @@ def test_round_trips_through_a_dict():
         ({"time_limit_minutes": 0}, "time_limit_minutes=0"),
         ({"time_limit_minutes": 5, "strategy": "multi_worker"}, "multi_worker"),
         ({"length_policy": "drop"}, "'drop'"),
-        ({"batch_tokens": 64, "max_length": 128}, r"`batch_tokens` \(64\) must be at least `max_length` \(128\)"),
+        (
+            {"batch_tokens": 64, "max_length": 128},
+            r"`batch_tokens` \(64\) must be at least `max_length` \(128\)",
+        ),
     ],
 )
 def test_bad_values_are_named(values, message):
@@ -34,7 +39,9 @@ def test_bad_values_are_named(values, message):
 
 
 def test_unknown_keys_are_named_with_the_known_ones():
-    with pytest.raises(ValueError, match=r"Unknown training config keys: \['epoch'\]. Known keys: .*'epochs'"):
+    with pytest.raises(
+        ValueError, match=r"Unknown training config keys: \['epoch'\]. Known keys: .*'epochs'"
+    ):
         TrainConfig.from_dict({"epoch": 3})
 
 

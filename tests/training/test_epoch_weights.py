@@ -14,8 +14,15 @@ def _fit(callback, epochs, initial_epoch=0, model=None):
         model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
         model.compile(optimizer="sgd", loss="mse")
     x = np.random.default_rng(0).normal(size=(16, 2)).astype("float32")
-    model.fit(x, x.sum(axis=1, keepdims=True), batch_size=4, epochs=epochs,
-              initial_epoch=initial_epoch, callbacks=[callback], verbose=0)
+    model.fit(
+        x,
+        x.sum(axis=1, keepdims=True),
+        batch_size=4,
+        epochs=epochs,
+        initial_epoch=initial_epoch,
+        callbacks=[callback],
+        verbose=0,
+    )
     return model
 
 
@@ -36,12 +43,20 @@ def test_keeps_the_newest_epochs(tmp_path, epochs, keep):
     model.compile(optimizer="sgd", loss="mse")
     keras.utils.set_random_seed(0)
     x = np.random.default_rng(0).normal(size=(16, 2)).astype("float32")
-    model.fit(x, x.sum(axis=1, keepdims=True), batch_size=4, epochs=epochs,
-              callbacks=[recorder, EpochWeights(directory, keep=keep)], verbose=0)
+    model.fit(
+        x,
+        x.sum(axis=1, keepdims=True),
+        batch_size=4,
+        epochs=epochs,
+        callbacks=[recorder, EpochWeights(directory, keep=keep)],
+        verbose=0,
+    )
 
     kept = epoch_weight_files(directory)
     assert [epoch for epoch, _ in kept] == list(range(max(1, epochs - keep + 1), epochs + 1))
-    assert sorted(os.listdir(directory)) == [os.path.basename(p) for _, p in kept]  # no partial files
+    assert sorted(os.listdir(directory)) == [
+        os.path.basename(p) for _, p in kept
+    ]  # no partial files
     for epoch, path in kept:
         model.load_weights(path)
         for got, want in zip(model.get_weights(), recorder.by_epoch[epoch]):
@@ -59,8 +74,14 @@ def test_a_resumed_run_overwrites_the_epochs_it_repeats(tmp_path):
 
 
 def test_listing_ignores_other_files(tmp_path):
-    for name in ("epoch_0010.weights.h5", "epoch_0002.weights.h5", "partial_0003.weights.h5",
-                 "epoch_x.weights.h5", "notes.txt", "epoch_0004.weights.h5.tmp"):
+    for name in (
+        "epoch_0010.weights.h5",
+        "epoch_0002.weights.h5",
+        "partial_0003.weights.h5",
+        "epoch_x.weights.h5",
+        "notes.txt",
+        "epoch_0004.weights.h5.tmp",
+    ):
         (tmp_path / name).write_bytes(b"")
     assert [epoch for epoch, _ in epoch_weight_files(str(tmp_path))] == [2, 10]
     assert epoch_weight_files(str(tmp_path / "missing")) == []
@@ -72,7 +93,9 @@ def test_rejects_a_bad_keep(tmp_path, keep):
         EpochWeights(str(tmp_path), keep=keep)
 
 
-@pytest.mark.parametrize("average_last, is_chief, expected", [(0, True, []), (3, True, [3]), (3, False, [])])
+@pytest.mark.parametrize(
+    "average_last, is_chief, expected", [(0, True, []), (3, True, [3]), (3, False, [])]
+)
 def test_run_callbacks_keep_epochs_when_averaging(tmp_path, average_last, is_chief, expected):
     from keras_transformer.training import TrainConfig
     from keras_transformer.training.callbacks import make_callbacks

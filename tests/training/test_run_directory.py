@@ -11,8 +11,16 @@ def test_paths_follow_the_documented_layout(tmp_path):
     assert run.path == str(tmp_path / "run")
     assert run.source_tokenizer == str(tmp_path / "run" / "tokenizers" / "source.model")
     assert run.best_weights.endswith("best.weights.h5") and run.epoch_weights.endswith("epochs")
-    for path in (run.config, run.model_config, run.final_weights, run.averaged_weights, run.history,
-                 run.logs, run.backup, run.data_stats):
+    for path in (
+        run.config,
+        run.model_config,
+        run.final_weights,
+        run.averaged_weights,
+        run.history,
+        run.logs,
+        run.backup,
+        run.data_stats,
+    ):
         assert os.path.dirname(path) == run.path
     assert not run.has_tokenizers()
 

@@ -33,15 +33,20 @@ print("RESULT", json.dumps(dict(replicas=replicas, in_sync=bool(in_sync), losses
 
 def _run(script, *args, env=None):
     env = {**os.environ, "PYTHONPATH": REPO, "PYTHONUNBUFFERED": "1", **(env or {})}
-    return subprocess.Popen([sys.executable, "-c", script, *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _result(proc, timeout=600):
     out, _ = proc.communicate(timeout=timeout)
     assert proc.returncode == 0, out[-4000:]
-    line = [l for l in out.splitlines() if l.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    line = [x for x in out.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT ") :])
 
 
 def _dataset(files):
@@ -51,7 +56,8 @@ def _dataset(files):
 def test_mirrored_over_two_logical_cpus(parallel_files, tmp_path):
     setup = textwrap.dedent("""
         cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        config = [tf.config.LogicalDeviceConfiguration()] * 2
+        tf.config.set_logical_device_configuration(cpu, config)
     """)
     script = TRAIN.format(setup=setup, devices='["/cpu:0", "/cpu:1"]')
     result = _result(_run(script, _dataset(parallel_files), str(tmp_path / "run"), "mirrored"))
@@ -66,8 +72,17 @@ def test_multi_worker_over_two_processes(parallel_files, tmp_path):
     script = TRAIN.format(setup="", devices="None")
     run = str(tmp_path / "run")
     procs = [
-        _run(script, _dataset(parallel_files), run, "multi_worker",
-             env={"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
+        _run(
+            script,
+            _dataset(parallel_files),
+            run,
+            "multi_worker",
+            env={
+                "TF_CONFIG": json.dumps(
+                    {"cluster": cluster, "task": {"type": "worker", "index": i}}
+                )
+            },
+        )
         for i in range(2)
     ]
     results = [_result(p) for p in procs]
@@ -78,7 +93,11 @@ def test_multi_worker_over_two_processes(parallel_files, tmp_path):
     def weights(path):
         values = []
         with h5py.File(path, "r") as f:
-            f.visititems(lambda name, obj: values.append((name, obj[()])) if isinstance(obj, h5py.Dataset) else None)
+            f.visititems(
+                lambda name, obj: (
+                    values.append((name, obj[()])) if isinstance(obj, h5py.Dataset) else None
+                )
+            )
         return dict(values)
 
     chief = weights(os.path.join(run, "final.weights.h5"))
@@ -97,9 +116,18 @@ def test_strategy_errors(monkeypatch):
 
 
 def test_worker_info(monkeypatch):
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]},
-                                                "task": {"type": "worker", "index": 1}}))
+    monkeypatch.setenv(
+        "TF_CONFIG",
+        json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}),
+    )
     assert worker_info() == (1, False)
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"], "chief": ["c:3"]},
-                                                "task": {"type": "chief", "index": 0}}))
+    monkeypatch.setenv(
+        "TF_CONFIG",
+        json.dumps(
+            {
+                "cluster": {"worker": ["a:1"], "chief": ["c:3"]},
+                "task": {"type": "chief", "index": 0},
+            }
+        ),
+    )
     assert worker_info() == (0, True)

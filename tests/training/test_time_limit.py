@@ -1,5 +1,5 @@
-import numpy as np
 import keras
+import numpy as np
 import pytest
 
 from keras_transformer.training import TimeLimit, TrainConfig
@@ -26,8 +26,9 @@ def _fit(callback, epochs=3):
     x = np.random.default_rng(0).normal(size=(32, 2)).astype("float32")
     y = x.sum(axis=1, keepdims=True)
     # 8 steps an epoch.
-    history = model.fit(x, y, batch_size=4, epochs=epochs, validation_data=(x, y),
-                        callbacks=[callback], verbose=0)
+    history = model.fit(
+        x, y, batch_size=4, epochs=epochs, validation_data=(x, y), callbacks=[callback], verbose=0
+    )
     return model, history
 
 

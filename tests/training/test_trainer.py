@@ -19,25 +19,63 @@ def test_train_evaluate_and_plot(parallel_files, tmp_path):
     run = str(tmp_path / "run")
     dataset = f"parallel:{parallel_files['train.en']},{parallel_files['train.de']}"
     valid = f"parallel:{parallel_files['test.en']},{parallel_files['test.de']}"
-    proc = cli("train", "--dataset", dataset, "--valid", valid, "--output-dir", run,
-               "--epochs", "3", "--steps-per-epoch", "10", "--average-last", "2", *TINY)
+    proc = cli(
+        "train",
+        "--dataset",
+        dataset,
+        "--valid",
+        valid,
+        "--output-dir",
+        run,
+        "--epochs",
+        "3",
+        "--steps-per-epoch",
+        "10",
+        "--average-last",
+        "2",
+        *TINY,
+    )
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-3000:]
     assert "Length filter:" in out and "Training pairs: 1000" in out
     assert "Averaged the weights of epochs 2-3" in out
-    assert sorted(os.listdir(os.path.join(run, "epochs"))) == ["epoch_0002.weights.h5", "epoch_0003.weights.h5"]
+    assert sorted(os.listdir(os.path.join(run, "epochs"))) == [
+        "epoch_0002.weights.h5",
+        "epoch_0003.weights.h5",
+    ]
     averaged = json.load(open(os.path.join(run, "averaged.json")))
     assert averaged["epochs"] == [2, 3] and averaged["val_loss"] > 0
-    for name in ("config.json", "model_config.json", "tokenizers/source.model", "tokenizers/target.model",
-                 "tokenizers/target.vocab", "best.weights.h5", "final.weights.h5", "history.csv", "data_stats.json"):
+    for name in (
+        "config.json",
+        "model_config.json",
+        "tokenizers/source.model",
+        "tokenizers/target.model",
+        "tokenizers/target.vocab",
+        "best.weights.h5",
+        "final.weights.h5",
+        "history.csv",
+        "data_stats.json",
+    ):
         assert os.path.exists(os.path.join(run, name)), name
     assert os.listdir(os.path.join(run, "logs"))  # TensorBoard
     assert _history_epochs(run) == [0, 1, 2]
 
     report = str(tmp_path / "scores.json")
-    proc = cli("evaluate", "--run", run, "--source", parallel_files["test.en"],
-               "--reference", parallel_files["test.de"], "--beam-size", "2", "--json", report,
-               "--output", str(tmp_path / "hyp.txt"))
+    proc = cli(
+        "evaluate",
+        "--run",
+        run,
+        "--source",
+        parallel_files["test.en"],
+        "--reference",
+        parallel_files["test.de"],
+        "--beam-size",
+        "2",
+        "--json",
+        report,
+        "--output",
+        str(tmp_path / "hyp.txt"),
+    )
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-3000:]
     assert "BLEU = " in out and "chrF = " in out and "nrefs:1|case:mixed" in out
@@ -57,9 +95,21 @@ def test_train_evaluate_and_plot(parallel_files, tmp_path):
     for got, want in zip(averaged_model.get_weights(), last_epoch.get_weights()):
         np.testing.assert_allclose(got, want, rtol=1e-6)
     assert json.load(open(os.path.join(run, "averaged.json")))["epochs"] == [3]
-    proc = cli("evaluate", "--run", run, "--source", parallel_files["test.en"],
-               "--reference", parallel_files["test.de"], "--beam-size", "1", "--weights", "best",
-               "--json", report)
+    proc = cli(
+        "evaluate",
+        "--run",
+        run,
+        "--source",
+        parallel_files["test.en"],
+        "--reference",
+        parallel_files["test.de"],
+        "--beam-size",
+        "1",
+        "--weights",
+        "best",
+        "--json",
+        report,
+    )
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-3000:]
     assert json.load(open(report))["weights"] == "best"
@@ -77,12 +127,22 @@ def test_config_file_with_flag_override(parallel_files, tmp_path):
 
     run = str(tmp_path / "run")
     config = tmp_path / "train.yaml"
-    config.write_text(yaml.safe_dump({
-        "dataset": f"parallel:{parallel_files['train.en']},{parallel_files['train.de']}",
-        "output_dir": run, "epochs": 5, "steps_per_epoch": 3, "vocab_size": 120,
-        "preset": "tiny", "model_overrides": {"num_layers": 1, "d_model": 32, "num_heads": 2, "dff": 64},
-        "batch_tokens": 512, "max_length": 64, "verbose": 2,
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "dataset": f"parallel:{parallel_files['train.en']},{parallel_files['train.de']}",
+                "output_dir": run,
+                "epochs": 5,
+                "steps_per_epoch": 3,
+                "vocab_size": 120,
+                "preset": "tiny",
+                "model_overrides": {"num_layers": 1, "d_model": 32, "num_heads": 2, "dff": 64},
+                "batch_tokens": 512,
+                "max_length": 64,
+                "verbose": 2,
+            }
+        )
+    )
     proc = cli("train", "--config", str(config), "--epochs", "1")
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-3000:]
@@ -91,8 +151,13 @@ def test_config_file_with_flag_override(parallel_files, tmp_path):
 
 
 def test_bad_input_gives_a_clear_error(parallel_files, tmp_path):
-    proc = cli("train", "--dataset", f"parallel:{parallel_files['train.en']},{parallel_files['test.de']}",
-               "--output-dir", str(tmp_path / "run"))
+    proc = cli(
+        "train",
+        "--dataset",
+        f"parallel:{parallel_files['train.en']},{parallel_files['test.de']}",
+        "--output-dir",
+        str(tmp_path / "run"),
+    )
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 2
     assert "has 1000" in out and "has 40" in out and "Traceback" not in out
@@ -105,8 +170,20 @@ def test_bad_input_gives_a_clear_error(parallel_files, tmp_path):
 
 def test_killed_training_resumes_from_its_last_checkpoint(parallel_files, tmp_path):
     run = str(tmp_path / "run")
-    args = ["train", "--dataset", f"parallel:{parallel_files['train.en']},{parallel_files['train.de']}",
-            "--output-dir", run, "--epochs", "4", "--steps-per-epoch", "12", "--checkpoint-every", "4", *TINY]
+    args = [
+        "train",
+        "--dataset",
+        f"parallel:{parallel_files['train.en']},{parallel_files['train.de']}",
+        "--output-dir",
+        run,
+        "--epochs",
+        "4",
+        "--steps-per-epoch",
+        "12",
+        "--checkpoint-every",
+        "4",
+        *TINY,
+    ]
     metadata = os.path.join(run, "backup", "training_metadata.json")
     proc = cli(*args, start_new_session=True)
     deadline = time.time() + 600

@@ -16,11 +16,20 @@ def parts(trained_run):
 @pytest.mark.parametrize("beam_size", [1, 2])
 def test_logs_the_sacrebleu_of_the_models_translations(parts, beam_size):
     model, source, target = parts
-    translations = Translator(model, source, target, beam_size=beam_size, max_output_length=20).translate_batches(
-        SOURCES)
+    translations = Translator(
+        model, source, target, beam_size=beam_size, max_output_length=20
+    ).translate_batches(SOURCES)
     references = ["Der Hund schläft.", "Eine kleine Katze sieht den alten Mann.", translations[2]]
-    callback = BleuCallback(SOURCES, references, source, target, beam_size=beam_size, max_length=20,
-                            batch_size=2, name="bleu")
+    callback = BleuCallback(
+        SOURCES,
+        references,
+        source,
+        target,
+        beam_size=beam_size,
+        max_length=20,
+        batch_size=2,
+        name="bleu",
+    )
     callback.set_model(model)
     logs = {"loss": 1.0}
     callback.on_epoch_end(0, logs)

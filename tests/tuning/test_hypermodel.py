@@ -21,8 +21,16 @@ def _sample(hypermodel, rng):
 
 
 def test_every_sampled_model_is_valid_and_trains():
-    hypermodel = TransformerHyperModel(30, 30, max_length=32, num_layers=[1, 2], d_model=[12, 20],
-                                       dff=[16, 32], warmup_steps=[10, 20], batch_size=[4, 8])
+    hypermodel = TransformerHyperModel(
+        30,
+        30,
+        max_length=32,
+        num_layers=[1, 2],
+        d_model=[12, 20],
+        dff=[16, 32],
+        warmup_steps=[10, 20],
+        batch_size=[4, 8],
+    )
     assert hypermodel.space["num_heads"] == [1, 2, 4]  # 8 divides neither 12 nor 20
     rng = random.Random(0)
     x = np.random.default_rng(0).integers(1, 30, (16, 6))

@@ -7,18 +7,47 @@ import pytest
 
 from tests.training.conftest import REPO, free_port
 
-SPACE = json.dumps({"num_layers": [1], "d_model": [16, 32], "num_heads": [2, 4], "dff": [32],
-                    "dropout_rate": [0.0], "warmup_steps": [10, 20], "batch_size": [8, 16]})
+SPACE = json.dumps(
+    {
+        "num_layers": [1],
+        "d_model": [16, 32],
+        "num_heads": [2, 4],
+        "dff": [32],
+        "dropout_rate": [0.0],
+        "warmup_steps": [10, 20],
+        "batch_size": [8, 16],
+    }
+)
 
 
 def _tune(files, directory, *extra, env=None):
-    args = [sys.executable, "-m", "keras_transformer.cli", "tune",
-            "--dataset", f"parallel:{files['train.en']},{files['train.de']}",
-            "--valid", f"parallel:{files['test.en']},{files['test.de']}",
-            "--directory", directory, "--epochs", "1", "--steps-per-epoch", "3",
-            "--vocab-size", "120", "--max-length", "48", "--space", SPACE, *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "keras_transformer.cli",
+        "tune",
+        "--dataset",
+        f"parallel:{files['train.en']},{files['train.de']}",
+        "--valid",
+        f"parallel:{files['test.en']},{files['test.de']}",
+        "--directory",
+        directory,
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "3",
+        "--vocab-size",
+        "120",
+        "--max-length",
+        "48",
+        "--space",
+        SPACE,
+        *extra,
+    ]
     full_env = {**os.environ, "PYTHONPATH": REPO, "PYTHONUNBUFFERED": "1", **(env or {})}
-    return subprocess.Popen(args, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        args, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def _trials(directory):
@@ -34,8 +63,15 @@ def _trials(directory):
 @pytest.mark.parametrize("objective", ["val_masked_accuracy", "val_bleu"])
 def test_two_trial_search_end_to_end(parallel_files, tmp_path, objective):
     directory = str(tmp_path / "tuning")
-    proc = _tune(parallel_files, directory, "--max-trials", "2", "--objective", objective,
-                 *(["--train-best"] if objective == "val_masked_accuracy" else []))
+    proc = _tune(
+        parallel_files,
+        directory,
+        "--max-trials",
+        "2",
+        "--objective",
+        objective,
+        *(["--train-best"] if objective == "val_masked_accuracy" else []),
+    )
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out[-4000:]
     trials = _trials(directory)
@@ -61,7 +97,7 @@ def test_interrupted_search_resumes(parallel_files, tmp_path):
     assert proc.returncode == 0, out[-3000:]
     after = _trials(directory)
     assert len(after) == 3
-    (name, trial), = first.items()
+    ((name, trial),) = first.items()
     assert after[name]["score"] == trial["score"]  # kept, not rerun
     assert "Reusing the tokenizers" in out
 
@@ -70,9 +106,23 @@ def test_distributed_search_shares_trials(parallel_files, tmp_path):
     directory = str(tmp_path / "tuning")
     port = str(free_port())
     common = {"KERASTUNER_ORACLE_IP": "127.0.0.1", "KERASTUNER_ORACLE_PORT": port}
-    chief = _tune(parallel_files, directory, "--max-trials", "4", env={**common, "KERASTUNER_TUNER_ID": "chief"})
-    workers = [_tune(parallel_files, directory, "--max-trials", "4",
-                     env={**common, "KERASTUNER_TUNER_ID": f"tuner{i}"}) for i in range(2)]
+    chief = _tune(
+        parallel_files,
+        directory,
+        "--max-trials",
+        "4",
+        env={**common, "KERASTUNER_TUNER_ID": "chief"},
+    )
+    workers = [
+        _tune(
+            parallel_files,
+            directory,
+            "--max-trials",
+            "4",
+            env={**common, "KERASTUNER_TUNER_ID": f"tuner{i}"},
+        )
+        for i in range(2)
+    ]
     outs = [w.communicate(timeout=900)[0] for w in workers]
     chief_out = chief.communicate(timeout=300)[0]
     for proc, out in zip(workers + [chief], outs + [chief_out]):
