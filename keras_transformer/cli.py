@@ -143,8 +143,13 @@ def _translate(args):
 
 
 def _serve(args):
-    from keras_transformer.serving.server import parse_version_labels, serve_forever
+    from keras_transformer.serving.server import RequestLimits, parse_version_labels, serve_forever
 
+    limits = RequestLimits(
+        max_rows=args.max_request_rows,
+        max_string_bytes=args.max_string_bytes,
+        max_request_bytes=args.max_request_bytes,
+    )
     serve_forever(
         args.model_base_path,
         args.model_name,
@@ -153,6 +158,13 @@ def _serve(args):
         poll_seconds=args.poll_seconds,
         version_policy=args.version_policy,
         version_labels=parse_version_labels(args.version_label),
+        batching={
+            "max_batch_size": args.max_batch_size,
+            "timeout": args.batch_timeout_micros / 1e6,
+            "split": args.split_large_requests,
+        },
+        limits=limits,
+        drain_seconds=args.drain_seconds,
     )
 
 
@@ -192,6 +204,12 @@ def _add_decoding_flags(p):
     p.add_argument("--beam-size", type=int, default=4)
     p.add_argument("--alpha", type=float, default=0.6)
     p.add_argument("--max-length", type=int, default=128, help="longest translation, in tokens")
+
+
+def _serving_limit_defaults():
+    from keras_transformer.serving.limits import RequestLimits
+
+    return RequestLimits()
 
 
 def build_parser():
@@ -254,6 +272,50 @@ def build_parser():
         metavar="LABEL=VERSION",
         help="a label requests may name instead of a version (repeatable)",
     )
+    limits = _serving_limit_defaults()
+    p.add_argument(
+        "--max-request-rows",
+        type=int,
+        default=limits.max_rows,
+        help="most sentences in one request (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-string-bytes",
+        type=int,
+        default=limits.max_string_bytes,
+        help="longest sentence, in bytes (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=limits.max_request_bytes,
+        help="most text bytes in one request (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=32,
+        help="most sentences in one batched run (default: %(default)s)",
+    )
+    p.add_argument(
+        "--batch-timeout-micros",
+        type=int,
+        default=5000,
+        help="how long a request waits for others to batch with (default: %(default)s)",
+    )
+    p.add_argument(
+        "--split-large-requests",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run requests over --max-batch-size as batch-sized pieces interleaved "
+        "with other requests; --no-split-large-requests refuses them (default: split)",
+    )
+    p.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=30.0,
+        help="on SIGTERM or Ctrl-C, how long requests in flight may finish (default: %(default)s)",
+    )
     p.set_defaults(run_command=_serve)
 
     p = sub.add_parser("tune", help="search hyperparameters with keras-tuner")
@@ -311,7 +373,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         args.run_command(args)
-    except (ValueError, FileNotFoundError, FileExistsError) as error:
+    except (ValueError, OSError) as error:  # FileNotFoundError and the like included
         print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -108,7 +108,7 @@ def versions(export_base):
     """The integer version directories under `export_base`, ascending."""
     if not os.path.isdir(export_base):
         return []
-    return sorted(int(d) for d in os.listdir(export_base) if re.fullmatch(r"\d+", d))
+    return sorted(int(d) for d in os.listdir(export_base) if re.fullmatch(r"[0-9]+", d))
 
 
 def export_version(model, source_tokenizer, target_tokenizer, export_base, version=None, **kwargs):

@@ -4,8 +4,9 @@
 (`PredictionService.Predict`, `GetModelMetadata`, `ModelService.
 GetModelStatus`) for the exports of one model, with TF Serving's semantics:
 
-- versions are the integer directories under the base path; the latest is
-  served (`version_policy="latest"`), or all of them (`"all"`);
+- versions are the folders of ASCII digits under the base path, read as
+  TF Serving reads them; the latest is served (`version_policy="latest"`),
+  or all of them (`"all"`), or a list of them (`specific`);
 - a request names a version, or a version label (`version_labels`, as in
   a `model_config_list`), or gets the latest; and names a signature or
   gets `serving_default`. An unknown label is `INVALID_ARGUMENT`, as in TF
@@ -14,21 +15,28 @@ GetModelStatus`) for the exports of one model, with TF Serving's semantics:
   and swapped in without failing a request; a version that fails to load
   is refused, logged, and the current one keeps serving;
 - concurrent requests to the same version and signature are batched into
-  one session run;
-- bad requests get `INVALID_ARGUMENT` or `NOT_FOUND` with a message.
+  one session run; a request larger than the batch runs as batch-sized
+  pieces interleaved with other requests, and stops when its client
+  cancels or its deadline passes;
+- every request is checked against `RequestLimits` from the proto, before
+  any tensor is made: rank, declared shape against the values present,
+  rows, bytes per string and per request (`INVALID_ARGUMENT` naming the
+  limit);
+- a version refused while being written is retried once any file under it
+  changes; `GetModelStatus` lists every version the server knows, with the
+  error of a failed load;
+- SIGTERM (and Ctrl-C) drain: no new requests, the ones in flight finish
+  within a grace period, exit 0. A port in use is an error, not shared.
 
 Models load through `SessionModel`, the session-based loader TF Serving uses.
 """
 
 import logging
-import os
-import queue
+import signal
 import threading
-import time
 from concurrent import futures
 
 import grpc
-import numpy as np
 import tensorflow as tf
 from google.protobuf import any_pb2
 from tensorflow_serving.apis import (
@@ -40,273 +48,17 @@ from tensorflow_serving.apis import (
     status_pb2,
 )
 
-from keras_transformer.export.servable import versions
-from keras_transformer.export.session_model import SessionModel, SignatureError, SignatureNotFound
+from keras_transformer.export.session_model import SignatureNotFound
+from keras_transformer.serving.batching import RequestCancelled
+from keras_transformer.serving.limits import RequestLimits, RequestRejected, request_inputs
+from keras_transformer.serving.versions import ModelManager, parse_version_labels
+
+__all__ = ["ModelManager", "RequestLimits", "parse_version_labels", "serve_forever", "start_server"]
 
 log = logging.getLogger("keras_transformer.serve")
 
-AVAILABLE = get_model_status_pb2.ModelVersionStatus.AVAILABLE
-END = get_model_status_pb2.ModelVersionStatus.END
-
-
-class _Batcher:
-    """Runs concurrent requests of one signature as one batch.
-
-    Requests wait at most `timeout` seconds for company and are joined up
-    to `max_batch_size` rows; inputs are concatenated along the batch axis
-    and the outputs split back by rows.
-    """
-
-    def __init__(self, model, signature, max_batch_size=32, timeout=0.005):
-        self.model = model
-        self.signature = signature
-        self.max_batch_size = max_batch_size
-        self.timeout = timeout
-        self.queue = queue.Queue()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
-
-    def submit(self, inputs):
-        done = futures.Future()
-        self.queue.put((inputs, done))
-        return done.result()
-
-    def stop(self):
-        self.queue.put(None)
-
-    def _loop(self):
-        while True:
-            item = self.queue.get()
-            if item is None:
-                return
-            batch = [item]
-            rows = len(next(iter(item[0].values())))
-            deadline = time.monotonic() + self.timeout
-            while rows < self.max_batch_size:
-                try:
-                    nxt = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self.queue.put(None)
-                    break
-                batch.append(nxt)
-                rows += len(next(iter(nxt[0].values())))
-            self._run(batch)
-
-    def _run(self, batch):
-        try:
-            keys = batch[0][0].keys()
-            if len(batch) == 1 or any(b[0].keys() != keys for b in batch):
-                for inputs, done in batch:
-                    done.set_result(self.model.run(self.signature, inputs))
-                return
-            sizes = [len(inputs[next(iter(keys))]) for inputs, _ in batch]
-            joined = {k: np.concatenate([inputs[k] for inputs, _ in batch]) for k in keys}
-            outputs = self.model.run(self.signature, joined)
-            offsets = np.cumsum([0] + sizes)
-            for i, (_, done) in enumerate(batch):
-                done.set_result({k: v[offsets[i] : offsets[i + 1]] for k, v in outputs.items()})
-        except Exception as error:  # every waiting request learns of it
-            for _, done in batch:
-                if not done.done():
-                    done.set_exception(error)
-
-
-class _Version:
-    """A loaded version, with a batcher per signature and a use count."""
-
-    def __init__(self, number, path, batching):
-        self.number = number
-        self.model = SessionModel(path)
-        self.batching = batching
-        self.batchers = {}
-        self.lock = threading.Lock()
-        self.active = 0
-        self.retired = False
-
-    def run(self, signature, inputs):
-        self.model.check_inputs(signature, inputs)
-        if not self.batching:
-            return self.model.run(signature, inputs)
-        with self.lock:
-            batcher = self.batchers.get(signature)
-            if batcher is None:
-                batcher = self.batchers[signature] = _Batcher(
-                    self.model, signature, **self.batching
-                )
-        return batcher.submit(inputs)
-
-    def acquire(self):
-        with self.lock:
-            self.active += 1
-
-    def release(self):
-        with self.lock:
-            self.active -= 1
-            close = self.retired and self.active == 0
-        if close:
-            self._close()
-
-    def retire(self):
-        with self.lock:
-            self.retired = True
-            close = self.active == 0
-        if close:
-            self._close()
-
-    def _close(self):
-        for batcher in self.batchers.values():
-            batcher.stop()
-        self.model.close()
-
-
-class ModelManager:
-    """Loads and swaps the versions of one model under a base path.
-
-    Args:
-        base_path: directory of integer version subdirectories.
-        name: the model name clients use.
-        version_policy: `"latest"` (serve the newest version) or `"all"`.
-        poll_seconds: how often the base path is scanned; 0 disables it.
-        batching: `_Batcher` options, or None for no batching.
-        version_labels: `{label: version}` that requests may name instead
-            of a version (e.g. `{"stable": 1, "canary": 2}` with
-            `version_policy="all"`).
-    """
-
-    def __init__(
-        self,
-        base_path,
-        name,
-        version_policy="latest",
-        poll_seconds=2.0,
-        batching=None,
-        version_labels=None,
-    ):
-        if version_policy not in ("latest", "all"):
-            raise ValueError(
-                f"`version_policy` must be latest or all. Received: {version_policy!r}"
-            )
-        self.version_labels = _check_labels(version_labels or {})
-        if not os.path.isdir(base_path):
-            raise FileNotFoundError(f"Model base path not found: {base_path}")
-        self.base_path = base_path
-        self.name = name
-        self.version_policy = version_policy
-        self.batching = {"max_batch_size": 32, "timeout": 0.005} if batching is None else batching
-        self.lock = threading.Lock()
-        self.versions = {}  # number -> _Version
-        self.failed = {}  # number -> (mtime, error message)
-        self._stop = threading.Event()
-        self.refresh()
-        self.watcher = None
-        if poll_seconds:
-            self.watcher = threading.Thread(target=self._watch, args=(poll_seconds,), daemon=True)
-            self.watcher.start()
-
-    def _on_disk(self):
-        paths = {n: os.path.join(self.base_path, str(n)) for n in versions(self.base_path)}
-        return {n: p for n, p in paths.items() if os.path.exists(os.path.join(p, "saved_model.pb"))}
-
-    def refresh(self):
-        """Loads new versions and unloads removed or superseded ones."""
-        on_disk = self._on_disk()
-        wanted = sorted(on_disk, reverse=True)
-        for number in wanted:
-            if number in self.versions:
-                if self.version_policy == "latest":
-                    break
-                continue
-            mtime = os.path.getmtime(on_disk[number])
-            if self.failed.get(number, (None,))[0] == mtime:
-                continue  # already refused; retried only if it changes
-            try:
-                version = _Version(number, on_disk[number], self.batching)
-            except Exception as error:
-                self.failed[number] = (mtime, str(error))
-                log.error("Refusing version %s of %s: %s", number, self.name, error)
-                continue
-            with self.lock:
-                self.versions[number] = version
-            log.info("Serving version %s of %s", number, self.name)
-            if self.version_policy == "latest":
-                break
-        with self.lock:
-            keep = set(on_disk)
-            if self.version_policy == "latest" and self.versions:
-                newest = (
-                    max(n for n in self.versions if n in keep)
-                    if keep & set(self.versions)
-                    else None
-                )
-                keep = {newest} if newest is not None else set()
-            dropped = [v for n, v in self.versions.items() if n not in keep]
-            for version in dropped:
-                del self.versions[version.number]
-        for version in dropped:
-            log.info("Unloading version %s of %s", version.number, self.name)
-            version.retire()
-
-    def _watch(self, poll_seconds):
-        while not self._stop.wait(poll_seconds):
-            try:
-                self.refresh()
-            except Exception:  # the watcher never dies; the models keep serving
-                log.exception("Scanning %s failed", self.base_path)
-
-    def version_for_label(self, label):
-        """The version a label names; `ValueError` for an unknown label."""
-        if label not in self.version_labels:
-            raise ValueError(f"Unrecognized servable version label: {label}")
-        return self.version_labels[label]
-
-    def get(self, version=None):
-        """The `_Version` to serve (acquired: call `release` after use)."""
-        with self.lock:
-            if not self.versions:
-                raise LookupError(f"Model {self.name} has no servable version")
-            number = max(self.versions) if version is None else version
-            if number not in self.versions:
-                raise LookupError(
-                    f"Version {number} of model {self.name} is not served; "
-                    f"served: {sorted(self.versions)}"
-                )
-            servable = self.versions[number]
-            servable.acquire()
-            return servable
-
-    def stop(self):
-        self._stop.set()
-        with self.lock:
-            versions = list(self.versions.values())
-            self.versions = {}
-        for version in versions:
-            version.retire()
-
-
-def _check_labels(labels):
-    for label, version in labels.items():
-        if not isinstance(label, str) or not label:
-            raise ValueError(f"A version label must be a non-empty string. Received: {label!r}")
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise ValueError(
-                f"Version label {label!r} must name a version number >= 0. Received: {version!r}"
-            )
-    return dict(labels)
-
-
-def parse_version_labels(pairs):
-    """`["stable=1", "canary=2"]` -> `{"stable": 1, "canary": 2}`."""
-    labels = {}
-    for pair in pairs or ():
-        label, sep, version = pair.partition("=")
-        if not sep or not version.strip().isdigit():
-            raise ValueError(f"A version label is LABEL=VERSION, e.g. stable=1. Received: {pair!r}")
-        if label in labels:
-            raise ValueError(f"Version label {label!r} is given twice")
-        labels[label] = int(version)
-    return _check_labels(labels)
+# error.Code values of TF Serving's StatusProto.
+_UNKNOWN_ERROR = 2
 
 
 def _requested_version(spec, manager, context):
@@ -323,8 +75,9 @@ def _requested_version(spec, manager, context):
 
 
 class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
-    def __init__(self, managers):
+    def __init__(self, managers, limits):
         self.managers = managers
+        self.limits = limits
 
     def _manager(self, spec, context):
         manager = self.managers.get(spec.name)
@@ -346,29 +99,29 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         try:
             signature = request.model_spec.signature_name or "serving_default"
             try:
-                inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
-            except Exception as error:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Malformed input tensor: {error}")
-            try:
-                outputs = servable.run(signature, inputs)
+                signature_def = servable.model.signature(signature)
             except SignatureNotFound as error:
                 context.abort(grpc.StatusCode.NOT_FOUND, str(error.args[0]))
-            except SignatureError as error:
+            unknown = set(request.output_filter) - set(signature_def.outputs)
+            if unknown:
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"Unknown output_filter names: {sorted(unknown)}",
+                )
+            try:
+                inputs = request_inputs(request.inputs, signature_def, self.limits)
+                outputs = servable.run(signature, inputs, alive=context.is_active)
+            except (RequestRejected, ValueError) as error:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+            except RequestCancelled as error:
+                context.abort(grpc.StatusCode.CANCELLED, str(error))
             except tf.errors.InvalidArgumentError as error:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, error.message)
             response = predict_pb2.PredictResponse()
             response.model_spec.name = request.model_spec.name
             response.model_spec.version.value = servable.number
             response.model_spec.signature_name = signature
-            wanted = set(request.output_filter) or set(outputs)
-            unknown = wanted - set(outputs)
-            if unknown:
-                context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"Unknown output_filter names: {sorted(unknown)}",
-                )
-            for key in wanted:
+            for key in set(request.output_filter) or set(outputs):
                 response.outputs[key].CopyFrom(tf.make_tensor_proto(outputs[key]))
             return response
         finally:
@@ -409,18 +162,21 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
                 grpc.StatusCode.NOT_FOUND, f"Could not find any versions of model {spec.name!r}"
             )
         wanted = _requested_version(spec, manager, context)
-        with manager.lock:
-            served = sorted(manager.versions)
-        if wanted is not None and wanted not in served:
+        known = manager.statuses()
+        if wanted is not None and wanted not in known:
             context.abort(
-                grpc.StatusCode.NOT_FOUND, f"Version {wanted} of model {spec.name} is not served"
+                grpc.StatusCode.NOT_FOUND, f"Could not find version {wanted} of model {spec.name}"
             )
         response = get_model_status_pb2.GetModelStatusResponse()
-        for number in [wanted] if wanted is not None else served:
+        for number in [wanted] if wanted is not None else sorted(known):
+            state, error = known[number]
             status = response.model_version_status.add()
             status.version = number
-            status.state = AVAILABLE
-            status.status.CopyFrom(status_pb2.StatusProto(error_code=0, error_message=""))
+            status.state = state
+            status.status.CopyFrom(
+                status_pb2.StatusProto(error_code=_UNKNOWN_ERROR if error else 0,
+                                       error_message=error)
+            )  # fmt: skip
         return response
 
 
@@ -434,58 +190,70 @@ def start_server(
     batching=None,
     max_workers=16,
     version_labels=None,
+    limits=None,
 ):
     """Starts serving; returns `(grpc_server, bound_port, manager)`.
 
     `port=0` picks a free port. Binds to loopback unless `host` says
-    otherwise. The other arguments are `ModelManager`'s.
+    otherwise. `limits` is a `RequestLimits`; the other arguments are
+    `ModelManager`'s.
+
+    Raises:
+        OSError: the address cannot be bound (e.g. the port is in use).
     """
+    limits = limits or RequestLimits()
     manager = ModelManager(
         model_base_path, model_name, version_policy, poll_seconds, batching, version_labels
     )
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers),
-        options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
-    )
+    options = [
+        # A second server on a used port must fail, not share its traffic.
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_receive_message_length", limits.max_request_bytes + (1 << 20)),
+        ("grpc.max_send_message_length", 256 * 1024 * 1024),
+    ]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=options)
     managers = {model_name: manager}
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionServicer(managers), server
+        PredictionServicer(managers, limits), server
     )
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(managers), server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:
+        bound = 0
     if bound == 0:
         manager.stop()
-        raise OSError(f"Could not bind {host}:{port}")
+        raise OSError(f"Could not bind {host}:{port}: the port is in use or not available")
     server.start()
     return server, bound, manager
 
 
-def serve_forever(
-    model_base_path,
-    model_name,
-    host="127.0.0.1",
-    port=8500,
-    poll_seconds=2.0,
-    version_policy="latest",
-    version_labels=None,
-):
-    """`keras-transformer serve`: serves until interrupted."""
+def serve_forever(model_base_path, model_name, host="127.0.0.1", port=8500, poll_seconds=2.0,
+                  version_policy="latest", version_labels=None, batching=None, limits=None,
+                  drain_seconds=30.0):  # fmt: skip
+    """`keras-transformer serve`: serves until SIGTERM or Ctrl-C, then drains.
+
+    On either signal the server accepts no new request, lets the requests
+    in flight finish for up to `drain_seconds`, and returns.
+    """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     server, bound, manager = start_server(
-        model_base_path,
-        model_name,
-        host,
-        port,
-        poll_seconds,
-        version_policy,
-        version_labels=version_labels,
-    )
+        model_base_path, model_name, host, port, poll_seconds, version_policy,
+        batching=batching, version_labels=version_labels, limits=limits,
+    )  # fmt: skip
     log.info("Serving %s from %s on %s:%s (gRPC)", model_name, model_base_path, host, bound)
     print(f"READY {host}:{bound}", flush=True)
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
     try:
-        server.wait_for_termination()
-    except KeyboardInterrupt:
-        pass
+        while not stop.wait(0.5):
+            pass
     finally:
-        server.stop(grace=2)
+        log.info("Draining: no new requests, up to %.0f s for the ones in flight", drain_seconds)
+        server.stop(grace=drain_seconds).wait()
         manager.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        log.info("Stopped")

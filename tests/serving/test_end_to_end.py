@@ -79,9 +79,9 @@ def test_train_export_serve_query_and_swap(trained_run, tmp_path):
         assert result.returncode == 0 and result.stdout.strip().endswith("2")
         with GrpcTranslationClient(f"127.0.0.1:{port}", "translator") as client:
             deadline = time.time() + 120
-            while client.status() != [(2, "AVAILABLE")] and time.time() < deadline:
+            while client.status() != [(1, "END"), (2, "AVAILABLE")] and time.time() < deadline:
                 time.sleep(0.3)
-            assert client.status() == [(2, "AVAILABLE")]
+            assert client.status() == [(1, "END"), (2, "AVAILABLE")]
             assert client.translate(SENTENCES)["translation"] == in_process
     finally:
         server.terminate()

@@ -184,9 +184,9 @@ def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
             model, src, tgt, base, version=2, max_length=MAX_LENGTH, beam_size=2, check=False
         )
         deadline = time.time() + 120
-        while client.status() != [(2, "AVAILABLE")] and time.time() < deadline:
+        while client.status() != [(1, "END"), (2, "AVAILABLE")] and time.time() < deadline:
             time.sleep(0.2)
-        assert client.status() == [(2, "AVAILABLE")]
+        assert client.status() == [(1, "END"), (2, "AVAILABLE")]
         assert client.translate(["The dog sleeps."])["version"] == 2
 
         broken = os.path.join(base, "3")
@@ -194,7 +194,8 @@ def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
         with open(os.path.join(broken, "saved_model.pb"), "wb") as f:
             f.write(b"this is not a SavedModel")
         time.sleep(2.0)
-        assert client.status() == [(2, "AVAILABLE")]
+        # TF Serving's view: 1 unloaded, 2 served, 3 refused with its error.
+        assert client.status() == [(1, "END"), (2, "AVAILABLE"), (3, "END")]
         assert client.translate(["The dog sleeps."])["version"] == 2
         assert 3 in served["manager"].failed
     finally:

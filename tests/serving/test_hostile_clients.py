@@ -1,0 +1,224 @@
+"""What a careless or hostile client can do to the server: nothing."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import grpc
+import pytest
+from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
+from tensorflow_serving.apis import predict_pb2
+
+from keras_transformer.export import export_version
+from keras_transformer.serving.grpc_client import GrpcTranslationClient
+from keras_transformer.serving.limits import RequestLimits
+from keras_transformer.serving.server import start_server
+from keras_transformer.serving.versions import parse_version_folder
+from keras_transformer.training import load_run
+from tests.training.conftest import REPO, free_port
+
+LIMITS = RequestLimits(max_rows=400, max_string_bytes=200, max_request_bytes=20_000)
+BATCH = 8
+
+
+@pytest.fixture(scope="module")
+def served(trained_run, tmp_path_factory):
+    model, src, tgt, _ = load_run(trained_run["run"])
+    base = str(tmp_path_factory.mktemp("exports") / "translator")
+    export_version(model, src, tgt, base, max_length=16, beam_size=2)
+    server, port, manager = start_server(
+        base, "translator", port=0, poll_seconds=0, limits=LIMITS,
+        batching={"max_batch_size": BATCH, "timeout": 0.002},
+    )  # fmt: skip
+    rows = []
+    version = manager.versions[1]
+    run = version.model.run
+
+    def counted(signature, inputs):
+        rows.append(len(inputs["text"]))
+        return run(signature, inputs)
+
+    version.model.run = counted  # counts the rows the session really runs
+    yield {"base": base, "address": f"127.0.0.1:{port}", "manager": manager, "rows": rows,
+           "model": (model, src, tgt), "port": port}  # fmt: skip
+    server.stop(0)
+    manager.stop()
+
+
+def _raw(address, tensor, signature="translate_greedy", timeout=60):
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "translator"
+    request.model_spec.signature_name = signature
+    request.inputs["text"].CopyFrom(tensor)
+    with grpc.insecure_channel(address) as channel:
+        call = channel.unary_unary(
+            "/tensorflow.serving.PredictionService/Predict",
+            request_serializer=predict_pb2.PredictRequest.SerializeToString,
+            response_deserializer=predict_pb2.PredictResponse.FromString,
+        )
+        return call(request, timeout=timeout)
+
+
+def _tensor(dims, values=(), dtype=types_pb2.DT_STRING):
+    shape = tensor_shape_pb2.TensorShapeProto(
+        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in dims]
+    )
+    return tensor_pb2.TensorProto(dtype=dtype, tensor_shape=shape, string_val=list(values))
+
+
+@pytest.mark.parametrize(
+    "tensor,match",
+    [
+        (_tensor([5000, 5000], [b"x"]), "rank 1"),
+        (_tensor([300]), "declares shape \\[300\\]"),
+        (_tensor([3], [b"a", b"b"]), "carries 2 string values"),
+        (_tensor([2], [b"a", b"b"], dtype=types_pb2.DT_INT32), "must be a string tensor"),
+        (_tensor([500], [b"x"] * 500), "--max-request-rows"),
+        (_tensor([1], [b"y" * 201]), "--max-string-bytes"),
+        (_tensor([200], [b"z" * 150] * 200), "--max-request-bytes"),
+        (tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING), "rank 1; received shape \\[\\]"),
+    ],
+    ids=["rank", "no-values", "too-few", "dtype", "rows", "string", "request", "no-shape"],
+)
+def test_bad_requests_are_refused_before_any_work(served, tensor, match):
+    before = len(served["rows"])
+    with pytest.raises(grpc.RpcError) as caught:
+        _raw(served["address"], tensor)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.match(match)
+    assert len(served["rows"]) == before
+
+
+def test_a_large_request_runs_in_pieces_beside_a_small_one(served):
+    big = [f"The dog {i} sleeps." for i in range(300)]
+    finished = {}
+
+    def send(name, sentences):
+        with GrpcTranslationClient(served["address"], "translator", timeout=300) as client:
+            out = client.translate(sentences, signature="translate_greedy")
+        finished[name] = (time.monotonic(), out)
+
+    del served["rows"][:]
+    large = threading.Thread(target=send, args=("large", big))
+    large.start()
+    while len(served["rows"]) < 2:  # the large request is under way
+        time.sleep(0.01)
+    send("small", ["A cat runs."])
+    large.join()
+    assert finished["small"][0] < finished["large"][0]
+    assert len(finished["large"][1]["translation"]) == 300
+    assert max(served["rows"]) <= BATCH
+    # The same translations as a request of one sentence each.
+    with GrpcTranslationClient(served["address"], "translator") as client:
+        alone = client.translate(big[:3] + big[-2:], signature="translate_greedy")["translation"]
+    assert (
+        finished["large"][1]["translation"][:3] + finished["large"][1]["translation"][-2:] == alone
+    )
+
+
+def test_an_expired_request_stops_consuming_work(served):
+    tensor = _tensor([400], [f"The old man {i} reads.".encode() for i in range(400)])
+    start = time.monotonic()
+    _raw(served["address"], tensor, signature="serving_default")
+    whole = time.monotonic() - start
+    del served["rows"][:]
+    with pytest.raises(grpc.RpcError) as caught:
+        _raw(served["address"], tensor, signature="serving_default", timeout=whole / 4)
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    time.sleep(whole / 2)  # the piece in flight finishes; no more are started
+    assert 0 < sum(served["rows"]) < 400
+    with GrpcTranslationClient(served["address"], "translator") as client:
+        assert client.translate(["The dog sleeps."])["version"] == 1
+
+
+def test_splitting_can_be_refused(served, tmp_path):
+    server, port, manager = start_server(
+        served["base"], "translator", port=0, poll_seconds=0,
+        batching={"max_batch_size": 4, "split": False},
+    )  # fmt: skip
+    try:
+        with pytest.raises(grpc.RpcError) as caught:
+            _raw(f"127.0.0.1:{port}", _tensor([5], [b"a"] * 5))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert caught.match("--no-split-large-requests")
+    finally:
+        server.stop(0)
+        manager.stop()
+
+
+def test_a_port_in_use_is_an_error(served):
+    with pytest.raises(OSError, match="in use"):
+        start_server(served["base"], "translator", port=served["port"], poll_seconds=0)
+    env = {**os.environ, "PYTHONPATH": REPO}
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer.cli", "serve", "--model-base-path",
+         served["base"], "--model-name", "translator", "--port", str(served["port"])],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert f"127.0.0.1:{served['port']}" in result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "name,version",
+    [("1", 1), ("05", 5), ("0", 0), ("12a", None), ("-1", None), ("٣", None), ("1.0", None),
+     (" 1", None), ("9" * 20, None), ("", None)],
+)  # fmt: skip
+def test_version_folders_are_ascii_digits(name, version):
+    assert parse_version_folder(name) == version
+
+
+def test_a_refused_version_is_retried_when_its_files_change(served, tmp_path):
+    base = str(tmp_path / "translator")
+    shutil.copytree(os.path.join(served["base"], "1"), os.path.join(base, "1"))
+    broken = os.path.join(base, "2")
+    os.makedirs(broken)
+    with open(os.path.join(broken, "saved_model.pb"), "wb") as f:
+        f.write(b"half written")
+    manager = start_server(base, "translator", port=0, poll_seconds=0)[2]
+    try:
+        assert set(manager.versions) == {1} and 2 in manager.failed
+        assert manager.statuses()[2][1]  # the load's error is kept
+        # The writer finishes: saved_model.pb and the variables arrive.
+        shutil.rmtree(broken)
+        shutil.copytree(os.path.join(served["base"], "1"), broken)
+        manager.refresh()
+        assert set(manager.versions) == {2} and 2 not in manager.failed
+    finally:
+        manager.stop()
+
+
+def test_sigterm_drains_requests_in_flight(served):
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": REPO, "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "keras_transformer.cli", "serve", "--model-base-path",
+         served["base"], "--model-name", "translator", "--port", str(port), "--poll-seconds", "0",
+         "--max-batch-size", "4"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        for line in server.stdout:
+            if line.startswith("READY"):
+                break
+        result = {}
+
+        def slow():
+            with GrpcTranslationClient(f"127.0.0.1:{port}", "translator", timeout=300) as c:
+                result["out"] = c.translate([f"The cat {i} sees the dog." for i in range(120)])
+
+        thread = threading.Thread(target=slow)
+        thread.start()
+        time.sleep(1.0)
+        server.send_signal(signal.SIGTERM)
+        thread.join(300)
+        assert len(result["out"]["translation"]) == 120
+        assert server.wait(120) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
