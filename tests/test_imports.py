@@ -59,11 +59,11 @@ def test_light_modules_load_no_optional_stack(module):
     )
 
 
-def test_the_root_package_is_light_and_leaves_the_environment_alone():
+def _environment_changes(statement):
     code = (
         "import os, sys, json\n"
         "before = dict(os.environ)\n"
-        "import keras_transformer\n"
+        f"{statement}\n"
         "keys = set(before) | set(os.environ)\n"
         "changed = sorted(k for k in keys if before.get(k) != os.environ.get(k))\n"
         "print(json.dumps({'changed': changed, 'modules': sorted(sys.modules)}))"
@@ -72,15 +72,18 @@ def test_the_root_package_is_light_and_leaves_the_environment_alone():
         k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL")
     }
     result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": REPO},
-        timeout=300,
-    )
+        [sys.executable, "-c", code], capture_output=True, text=True,
+        env={**env, "PYTHONPATH": REPO}, timeout=300,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
-    report = json.loads(result.stdout.splitlines()[-1])
-    assert report["changed"] == []
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_the_root_package_is_light_and_leaves_the_environment_alone():
+    # Keras may import JAX, which sets TF_CPP_MIN_LOG_LEVEL: not ours to undo.
+    keras_only = set(_environment_changes("import keras")["changed"])
+    report = _environment_changes("import keras_transformer")
+    assert set(report["changed"]) - keras_only == set()
     loaded = set(report["modules"])
     assert not {"keras_transformer.training", "keras_transformer.data"} & loaded
     assert "tensorflow_text" not in loaded

@@ -7,6 +7,7 @@ scalars.
 import dataclasses
 import gzip
 import os
+import zlib
 
 import tensorflow as tf
 
@@ -23,12 +24,51 @@ class CorpusStats:
     empty_dropped: int = 0
 
 
-def _open_text(path):
+class CorpusError(ValueError):
+    """A corpus file cannot be read as text; the message names the file."""
+
+
+class CorpusNotFoundError(CorpusError, FileNotFoundError):
+    """A corpus file does not exist."""
+
+
+def read_lines(path):
+    """The lines of a plain or gzipped (`.gz`) UTF-8 text file.
+
+    Raises:
+        CorpusError: one line naming the file and what is wrong with it:
+            missing, a directory, unreadable, a truncated or corrupt gzip,
+            text that is not UTF-8 (with the line), or empty.
+    """
     if not os.path.exists(path):
-        raise FileNotFoundError(f"Parallel corpus file not found: {path}")
-    if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        raise CorpusNotFoundError(f"{path}: corpus file not found")
+    if os.path.isdir(path):
+        raise CorpusError(f"{path}: is a directory, not a corpus file")
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                data = f.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+    except EOFError:
+        raise CorpusError(f"{path}: the gzip file is truncated") from None
+    except (gzip.BadGzipFile, zlib.error) as error:
+        raise CorpusError(f"{path}: not a valid gzip file ({error})") from None
+    except OSError as error:
+        raise CorpusError(f"{path}: cannot be read ({error.strerror or error})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise CorpusError(
+            f"{path}: line {line} is not UTF-8 (byte {data[error.start]:#04x} at offset "
+            f"{error.start})"
+        ) from None
+    lines = text.splitlines()
+    if not any(line.strip() for line in lines):
+        raise CorpusError(f"{path}: the file is empty")
+    return lines
 
 
 def read_parallel_files(source_path, target_path):
@@ -45,12 +85,11 @@ def read_parallel_files(source_path, target_path):
         `(sources, targets, stats)`: two lists of str and a `CorpusStats`.
 
     Raises:
+        CorpusError: a file cannot be read (see `read_lines`).
         ValueError: the files have different numbers of lines.
     """
-    with _open_text(source_path) as f:
-        sources = f.read().splitlines()
-    with _open_text(target_path) as f:
-        targets = f.read().splitlines()
+    sources = read_lines(source_path)
+    targets = read_lines(target_path)
     if len(sources) != len(targets):
         raise ValueError(
             "Parallel files must have the same number of lines: "

@@ -12,26 +12,49 @@ import urllib.parse
 import urllib.request
 
 
+def _segment(value):
+    """One URL path segment: every reserved character escaped, so that a
+    name such as `../../admin` or `x:predict?x=1#` stays one segment."""
+    return urllib.parse.quote(str(value), safe="")
+
+
 class RestTranslationClient:
     """`POST /v1/models/NAME[/versions/N | /labels/LABEL]:predict` in the
-    columnar format."""
+    columnar format.
+
+    Args:
+        base_url: `http://host:port` or `https://...`; no other scheme.
+        model: the model name (any string; escaped in the URL).
+        timeout: seconds per call.
+    """
 
     def __init__(self, base_url, model, timeout=30.0):
+        parsed = urllib.parse.urlsplit(base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(
+                f"The REST base URL must be http(s)://host:port. Received: {base_url!r}"
+            )
+        if parsed.query or parsed.fragment:
+            raise ValueError(
+                f"The REST base URL takes no query or fragment. Received: {base_url!r}"
+            )
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.timeout = timeout
 
     def _url(self, version, verb="", version_label=None):
-        path = f"{self.base_url}/v1/models/{self.model}"
+        path = f"{self.base_url}/v1/models/{_segment(self.model)}"
         if version is not None and version_label is not None:
             raise ValueError(
                 f"Name a version or a version label, not both. Received: {version!r}, "
                 f"{version_label!r}"
             )
         if version is not None:
+            if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+                raise ValueError(f"`version` must be an int >= 0. Received: version={version!r}")
             path += f"/versions/{version}"
         if version_label is not None:
-            path += f"/labels/{urllib.parse.quote(version_label, safe='')}"
+            path += f"/labels/{_segment(version_label)}"
         return path + verb
 
     def _call(self, url, body=None):

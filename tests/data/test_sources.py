@@ -1,8 +1,13 @@
 import gzip
+import os
+import subprocess
+import sys
 
 import pytest
 
 from keras_transformer.data import sources
+from keras_transformer.data.sources import CorpusError, read_parallel_files
+from tests.training.conftest import REPO
 
 
 def _write(path, lines, gz=False):
@@ -89,3 +94,58 @@ def test_synthetic_and_tfds_specs_load_the_same_data(tfds_dir):
 def test_unknown_split(tfds_dir):
     with pytest.raises(ValueError, match="no split 'dev'"):
         sources.load_dataset("synthetic", "dev", tfds_dir)
+
+
+def _corpus_cases(tmp_path):
+    good = tmp_path / "good.de"
+    good.write_text("Guten Tag\nHallo\n", encoding="utf-8")
+    whole = gzip.compress(b"Hello\nGood day\n" * 50)
+    truncated = tmp_path / "truncated.en.gz"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    corrupt = tmp_path / "corrupt.en.gz"
+    corrupt.write_bytes(b"\x1f\x8b\x08\x00garbage that is not deflate" * 4)
+    latin1 = tmp_path / "latin1.en"
+    latin1.write_bytes("fine\nstill fine\nGr\xfc\xdfe\n".encode("latin-1"))
+    empty = tmp_path / "empty.en"
+    empty.write_text("\n\n", encoding="utf-8")
+    directory = tmp_path / "folder.en"
+    directory.mkdir()
+    return good, {
+        "missing": (tmp_path / "nope.en", "corpus file not found"),
+        "directory": (directory, "is a directory"),
+        "truncated": (truncated, "truncated"),
+        "corrupt": (corrupt, "not a valid gzip file"),
+        "latin1": (latin1, "line 3 is not UTF-8"),
+        "empty": (empty, "the file is empty"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case", ["missing", "directory", "truncated", "corrupt", "latin1", "empty"]
+)
+def test_bad_corpus_files_are_named(tmp_path, case):
+    good, cases = _corpus_cases(tmp_path)
+    path, what = cases[case]
+    with pytest.raises(CorpusError) as caught:
+        read_parallel_files(str(path), str(good))
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and what in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("case", ["truncated", "latin1", "directory"])
+def test_train_reports_a_bad_corpus_in_one_line(tmp_path, case):
+    good, cases = _corpus_cases(tmp_path)
+    path, what = cases[case]
+    env = {**os.environ, "PYTHONPATH": REPO}
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer.cli", "train", "--dataset",
+         f"parallel:{path},{good}", "--output-dir", str(tmp_path / "run"), "--epochs", "1"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert (
+        last.startswith("keras-transformer train: error: ") and str(path) in last and what in last
+    )

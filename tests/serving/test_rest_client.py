@@ -77,3 +77,33 @@ def test_version_labels_use_the_labels_path(rest_server):
     assert _Handler.requests[-1][0] == "/v1/models/translator/labels/stable/metadata"
     with pytest.raises(ValueError, match="not both"):
         client.status(version=1, version_label="stable")
+
+
+@pytest.mark.parametrize(
+    "model,label,path",
+    [
+        ("../../admin", None, "/v1/models/..%2F..%2Fadmin:predict"),
+        ("x:predict?x=1#", None, "/v1/models/x%3Apredict%3Fx%3D1%23:predict"),
+        ("translator", "a/b?c", "/v1/models/translator/labels/a%2Fb%3Fc:predict"),
+        ("über modell", None, "/v1/models/%C3%BCber%20modell:predict"),
+    ],
+)
+def test_every_path_segment_is_escaped(rest_server, model, label, path):
+    client = RestTranslationClient(rest_server, model)
+    client.translate(["x"], version_label=label)
+    assert _Handler.requests[-1][0] == path
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["file:///etc/passwd", "ftp://host/", "localhost:8501", "http://", "http://h:1/?q=1"],
+)
+def test_only_http_base_urls_are_accepted(url):
+    with pytest.raises(ValueError, match="REST base URL"):
+        RestTranslationClient(url, "translator")
+
+
+@pytest.mark.parametrize("version", ["1/../2", -1, True, 1.5])
+def test_versions_are_numbers(rest_server, version):
+    with pytest.raises(ValueError, match="version"):
+        RestTranslationClient(rest_server, "translator").status(version=version)
