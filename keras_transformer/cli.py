@@ -358,17 +358,29 @@ def build_parser():
     return parser
 
 
-def _choose_backend(argv):
-    """Sets KERAS_BACKEND from `--backend` before anything imports Keras."""
+def _choose_backend(argv, restart):
+    """Makes `--backend` the Keras backend of this process.
+
+    Keras reads `KERAS_BACKEND` once, when it is first imported, and
+    importing this module imported it already: a command line that asks
+    for another backend restarts itself with the variable set. A call with
+    explicit `argv` (from Python) is not restarted; `train` then says which
+    backend it got.
+    """
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--backend")
     known, _ = pre.parse_known_args(argv)
-    if known.backend:
-        os.environ["KERAS_BACKEND"] = known.backend
+    if not known.backend or os.environ.get("KERAS_BACKEND") == known.backend:
+        return
+    os.environ["KERAS_BACKEND"] = known.backend
+    if restart and "keras" in sys.modules:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "keras_transformer.cli", *argv])
 
 
 def main(argv=None):
-    _choose_backend(sys.argv[1:] if argv is None else argv)
+    _choose_backend(sys.argv[1:] if argv is None else argv, restart=argv is None)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
