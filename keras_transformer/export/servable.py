@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.export.servability import check_servable
+from keras_transformer.export.warmup import write_warmup_requests
 
 SIGNATURES = ("serving_default", "translate_nbest", "translate_greedy", "attention")
 
@@ -25,6 +26,7 @@ def export_translator(
     max_length=128,
     max_input_length=None,
     check=True,
+    warmup=True,
 ):
     """Writes a SavedModel that TF Serving runs, with the tokenizers inside.
 
@@ -52,8 +54,13 @@ def export_translator(
         beam_size: beams of `serving_default` and `translate_nbest`.
         alpha: length-penalty exponent.
         max_length: longest translation, in tokens.
-        max_input_length: longest input, in tokens (default: the model's).
+        max_input_length: longest input, in tokens (default 256, and at most
+            the model's `max_length`).
         check: run `check_servable` on the result.
+        warmup: write TF Serving's warmup records
+            (`assets.extra/tf_serving_warmup_requests`: batches of 1 and 8
+            for every signature), which TF Serving and `keras-transformer
+            serve` replay before the version serves its first request.
 
     Returns:
         `export_dir`.
@@ -99,6 +106,8 @@ def export_translator(
     ):
         archive.add_endpoint(name, fn, input_signature=spec)
     archive.write_out(export_dir, verbose=False)
+    if warmup:
+        write_warmup_requests(export_dir, SIGNATURES)
     if check:
         check_servable(export_dir)
     return export_dir

@@ -4,11 +4,14 @@ import logging
 import os
 import re
 import threading
+import time
 
 from tensorflow_serving.apis import get_model_status_pb2
 
 from keras_transformer.export.session_model import SessionModel
+from keras_transformer.export.warmup import read_warmup_requests
 from keras_transformer.serving.batching import Batcher
+from keras_transformer.serving.limits import RequestLimits, request_inputs
 
 log = logging.getLogger("keras_transformer.serve")
 
@@ -56,17 +59,41 @@ def fingerprint(path):
 
 
 class Version:
-    """A loaded version, with a batcher per signature and a use count."""
+    """A loaded version, with a batcher per signature and a use count.
+
+    Loading replays the export's warmup records
+    (`assets.extra/tf_serving_warmup_requests`) before the version serves,
+    as TF Serving does; a record that fails fails the load.
+    """
 
     def __init__(self, number, path, batching):
         self.number = number
         self.path = path
         self.model = SessionModel(path)
+        try:
+            self.warmed_up = self._warm_up()
+        except Exception:
+            self.model.close()
+            raise
         self.batching = batching
         self.batchers = {}
         self.lock = threading.Lock()
         self.active = 0
         self.retired = False
+
+    def _warm_up(self):
+        requests = read_warmup_requests(self.path)
+        start = time.monotonic()
+        for request in requests:
+            signature = request.model_spec.signature_name or "serving_default"
+            limits = RequestLimits(max_rows=1 << 30, max_string_bytes=1 << 30,
+                                   max_request_bytes=1 << 30)  # fmt: skip
+            inputs = request_inputs(request.inputs, self.model.signature(signature), limits)
+            self.model.run(signature, inputs)
+        if requests:
+            log.info("Warmed up version %s with %d requests in %.1f s", self.number,
+                     len(requests), time.monotonic() - start)  # fmt: skip
+        return len(requests)
 
     def run(self, signature, inputs, alive=lambda: True):
         """Runs `signature` on checked `inputs`, batched with other requests."""

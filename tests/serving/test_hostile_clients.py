@@ -10,6 +10,7 @@ import time
 
 import grpc
 import pytest
+import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
 from tensorflow_serving.apis import predict_pb2
 
@@ -222,3 +223,28 @@ def test_sigterm_drains_requests_in_flight(served):
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def test_warmup_records_are_replayed_before_serving(served):
+    assert served["manager"].versions[1].warmed_up == 8
+
+
+def test_a_failing_warmup_refuses_the_version(served, tmp_path):
+    base = str(tmp_path / "translator")
+    shutil.copytree(os.path.join(served["base"], "1"), os.path.join(base, "3"))
+    request = predict_pb2.PredictRequest()
+    request.model_spec.signature_name = "translate_everything"
+    request.inputs["text"].CopyFrom(_tensor([1], [b"x"]))
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    record = prediction_log_pb2.PredictionLog(
+        predict_log=prediction_log_pb2.PredictLog(request=request)
+    )
+    path = os.path.join(base, "3", "assets.extra", "tf_serving_warmup_requests")
+    with tf.io.TFRecordWriter(path) as writer:
+        writer.write(record.SerializeToString())
+    manager = start_server(base, "translator", port=0, poll_seconds=0)[2]
+    try:
+        assert manager.versions == {} and "translate_everything" in manager.failed[3][1]
+    finally:
+        manager.stop()

@@ -1,0 +1,81 @@
+"""TF Serving's warmup records: requests replayed when a version loads.
+
+TensorFlow Serving reads `assets.extra/tf_serving_warmup_requests` in a
+SavedModel, a TFRecord file of `PredictionLog` protos (at most 1,000), and
+runs each request before the version serves, so that the first client does
+not pay for building the kernels. The export writes one (a few requests per
+signature, of the batch sizes clients send), and `keras-transformer serve`
+replays it as TF Serving does.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer._extras import require
+
+WARMUP_PATH = os.path.join("assets.extra", "tf_serving_warmup_requests")
+MAX_RECORDS = 1000  # TF Serving reads no more
+# Neutral inputs of a few lengths: warmup builds kernels, any text will do.
+DEFAULT_SENTENCES = (
+    "Hello.",
+    "A man is reading a book in the park.",
+    "Two young children are playing with a red ball on the green grass near the old house.",
+)
+
+
+def write_warmup_requests(export_dir, signatures, sentences=DEFAULT_SENTENCES, batch_sizes=(1, 8)):
+    """Writes the warmup file of `export_dir`.
+
+    Args:
+        export_dir: a written SavedModel.
+        signatures: the signature names to warm up (input `text`).
+        sentences: inputs, cycled to fill each batch.
+        batch_sizes: one request of each size per signature.
+
+    Returns:
+        The file's path.
+    """
+    apis = require("tensorflow_serving.apis.prediction_log_pb2", "serving")
+    predict_pb2 = require("tensorflow_serving.apis.predict_pb2", "serving")
+    requests = []
+    for signature in signatures:
+        for size in batch_sizes:
+            text = [sentences[i % len(sentences)].encode("utf-8") for i in range(size)]
+            request = predict_pb2.PredictRequest()
+            request.model_spec.signature_name = signature
+            request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array(text, dtype=object)))
+            requests.append(request)
+    if len(requests) > MAX_RECORDS:
+        raise ValueError(f"At most {MAX_RECORDS} warmup requests; received {len(requests)}")
+    path = os.path.join(export_dir, WARMUP_PATH)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with tf.io.TFRecordWriter(path) as writer:
+        for request in requests:
+            log = apis.PredictionLog(predict_log=apis.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+    return path
+
+
+def read_warmup_requests(export_dir):
+    """The `PredictRequest`s of `export_dir`'s warmup file (none if absent).
+
+    Raises:
+        ValueError: a record is not a `PredictionLog` with a predict request,
+            or there are more than `MAX_RECORDS`.
+    """
+    path = os.path.join(export_dir, WARMUP_PATH)
+    if not os.path.exists(path):
+        return []
+    apis = require("tensorflow_serving.apis.prediction_log_pb2", "serving")
+    requests = []
+    for index, record in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator()):
+        if index >= MAX_RECORDS:
+            raise ValueError(f"{path}: more than {MAX_RECORDS} warmup records")
+        log = apis.PredictionLog()
+        log.ParseFromString(record)
+        if log.WhichOneof("log_type") != "predict_log":
+            raise ValueError(f"{path}: record {index} is not a predict request")
+        requests.append(log.predict_log.request)
+    return requests
