@@ -153,6 +153,9 @@ def _serve(args):
     serve_forever(
         args.model_base_path,
         args.model_name,
+        model_config_file=args.model_config_file,
+        config_poll_seconds=args.model_config_file_poll_wait_seconds,
+        rest_api_port=args.rest_api_port,
         host=args.host,
         port=args.port,
         poll_seconds=args.poll_seconds,
@@ -254,12 +257,37 @@ def build_parser():
     p.add_argument("sentences", nargs="*")
     p.set_defaults(run_command=_translate)
 
-    p = sub.add_parser("serve", help="serve exports over TF Serving's gRPC API")
-    p.add_argument("--model-base-path", required=True)
-    p.add_argument("--model-name", required=True)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8500)
-    p.add_argument("--poll-seconds", type=float, default=2.0)
+    p = sub.add_parser("serve", help="serve exports over TF Serving's gRPC and REST APIs")
+    p.add_argument("--model-base-path", help="folder of the model's version folders")
+    p.add_argument("--model-name", help="the name requests use for the model")
+    p.add_argument(
+        "--model-config-file",
+        help="a model_config_list (TF Serving's text format) of the models to "
+        "serve, instead of --model-base-path and --model-name",
+    )
+    p.add_argument(
+        "--model-config-file-poll-wait-seconds",
+        type=float,
+        default=60.0,
+        help="how often the model config file is re-read if it changed (default: %(default)s)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default: %(default)s, this machine only)",
+    )
+    p.add_argument("--port", type=int, default=8500, help="gRPC port (default: %(default)s)")
+    p.add_argument(
+        "--rest-api-port",
+        type=int,
+        help="also serve TF Serving's REST API on this port (default: no REST)",
+    )
+    p.add_argument(
+        "--poll-seconds",
+        type=float,
+        default=2.0,
+        help="how often version folders are scanned (default: %(default)s)",
+    )
     p.add_argument(
         "--version-policy",
         choices=("latest", "all"),

@@ -67,12 +67,7 @@ def string_input(name, proto, rank, limits):
     if len(dims) != rank:
         raise RequestRejected(f"Input {name!r} must have rank {rank}; received shape {dims}")
     declared = int(np.prod(dims, dtype=np.int64)) if dims else 1
-    rows = dims[0] if dims else 1
-    if rows > limits.max_rows:
-        raise RequestRejected(
-            f"Input {name!r} has {rows} rows, over the limit of {limits.max_rows} "
-            "(--max-request-rows)"
-        )
+    _check_rows(name, dims[0] if dims else 1, limits)
     values = proto.string_val
     if proto.tensor_content or len(values) != declared:
         # TensorFlow would repeat the last value (or zeros) to fill the
@@ -81,6 +76,21 @@ def string_input(name, proto, rank, limits):
             f"Input {name!r} declares shape {dims} ({declared} values) but carries "
             f"{len(values)} string values"
         )
+    _check_strings(name, values, limits)
+    array = np.empty(declared, dtype=object)
+    array[:] = list(values)
+    return array.reshape(dims)
+
+
+def _check_rows(name, rows, limits):
+    if rows > limits.max_rows:
+        raise RequestRejected(
+            f"Input {name!r} has {rows} rows, over the limit of {limits.max_rows} "
+            "(--max-request-rows)"
+        )
+
+
+def _check_strings(name, values, limits):
     total = 0
     for index, value in enumerate(values):
         if len(value) > limits.max_string_bytes:
@@ -94,17 +104,27 @@ def string_input(name, proto, rank, limits):
             f"Input {name!r} has {total} string bytes, over the limit of "
             f"{limits.max_request_bytes} (--max-request-bytes)"
         )
-    array = np.empty(declared, dtype=object)
-    array[:] = list(values)
-    return array.reshape(dims)
+
+
+def string_list_input(name, values, limits):
+    """A rank-1 string input given as a list of `bytes` (the REST API's
+    decoded JSON), after the same checks as `string_input`."""
+    if not isinstance(values, list) or not all(isinstance(v, bytes) for v in values):
+        raise RequestRejected(f"Input {name!r} must be a list of strings")
+    _check_rows(name, len(values), limits)
+    _check_strings(name, values, limits)
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
 
 
 def request_inputs(request_inputs_map, signature, limits):
     """Checks a request's inputs against `signature` (a `SignatureDef`)
     and the limits; returns `{name: NumPy array}`.
 
-    Only string inputs are served (every signature of the export takes
-    string `text`).
+    `request_inputs_map` maps names to `TensorProto`s (gRPC) or to lists of
+    `bytes` (REST). Only string inputs are served (every signature of the
+    export takes string `text`).
     """
     expected = set(signature.inputs)
     received = set(request_inputs_map)
@@ -118,7 +138,12 @@ def request_inputs(request_inputs_map, signature, limits):
         info = signature.inputs[name]
         if info.dtype != types_pb2.DT_STRING or info.tensor_shape.unknown_rank:
             raise RequestRejected(f"Input {name!r} of this signature is not a served string input")
-        arrays[name] = string_input(
-            name, request_inputs_map[name], len(info.tensor_shape.dim), limits
-        )
+        rank = len(info.tensor_shape.dim)
+        value = request_inputs_map[name]
+        if isinstance(value, list):
+            if rank != 1:
+                raise RequestRejected(f"Input {name!r} must have rank {rank}")
+            arrays[name] = string_list_input(name, value, limits)
+        else:
+            arrays[name] = string_input(name, value, rank, limits)
     return arrays

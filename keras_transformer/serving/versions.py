@@ -141,10 +141,12 @@ class ModelManager:
         batching: `Batcher` options (`max_batch_size`, `timeout`, `split`).
         version_labels: `{label: version}` that requests may name instead
             of a version (e.g. `{"stable": 1, "canary": 2}`).
+        num_latest: how many of the newest versions `"latest"` serves.
     """
 
     def __init__(self, base_path, name, version_policy="latest", poll_seconds=2.0,
-                 batching=None, version_labels=None):  # fmt: skip
+                 batching=None, version_labels=None, num_latest=1):  # fmt: skip
+        self.entry = None  # the config entry it serves, when it has one
         if not (version_policy in ("latest", "all") or isinstance(version_policy, (list, tuple))):
             raise ValueError(
                 "`version_policy` must be latest, all or a list of versions. "
@@ -156,6 +158,7 @@ class ModelManager:
         self.base_path = base_path
         self.name = name
         self.version_policy = version_policy
+        self.num_latest = num_latest
         self.batching = {"max_batch_size": 32, "timeout": 0.005}
         self.batching.update(batching or {})
         self.lock = threading.Lock()
@@ -176,21 +179,26 @@ class ModelManager:
         }
 
     def _wanted(self, on_disk):
-        """The versions the policy serves, newest first."""
+        """The versions the policy may serve, newest first."""
         newest_first = sorted(on_disk, reverse=True)
-        if self.version_policy == "all":
-            return newest_first
-        if self.version_policy == "latest":
+        if self.version_policy in ("all", "latest"):
             return newest_first
         return [n for n in newest_first if n in set(self.version_policy)]
 
     def refresh(self):
-        """Loads new versions and unloads removed or superseded ones."""
+        """Loads new versions and unloads removed or superseded ones.
+
+        Under `"latest"` the newest `num_latest` versions that load are
+        served: a newer version that fails to load leaves the older one
+        serving, as TF Serving's availability-preserving policy does.
+        """
         on_disk = self._on_disk()
+        serving = []
         for number in self._wanted(on_disk):
+            if self.version_policy == "latest" and len(serving) == self.num_latest:
+                break
             if number in self.versions:
-                if self.version_policy == "latest":
-                    break
+                serving.append(number)
                 continue
             stamp = fingerprint(on_disk[number])
             if number in self.failed and self.failed[number][0] == stamp:
@@ -205,14 +213,10 @@ class ModelManager:
                 self.failed.pop(number, None)
                 self.ended.discard(number)
                 self.versions[number] = version
+            serving.append(number)
             log.info("Serving version %s of %s", number, self.name)
-            if self.version_policy == "latest":
-                break
         with self.lock:
-            keep = set(self._wanted(on_disk)) & set(self.versions)
-            if self.version_policy == "latest" and keep:
-                keep = {max(keep)}
-            dropped = [v for n, v in self.versions.items() if n not in keep]
+            dropped = [v for n, v in self.versions.items() if n not in serving]
             for version in dropped:
                 del self.versions[version.number]
                 self.ended.add(version.number)

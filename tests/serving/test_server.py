@@ -94,7 +94,7 @@ def test_metadata_and_status(client):
             {"text": np.array([1, 2], dtype=np.int32)},
             {},
             grpc.StatusCode.INVALID_ARGUMENT,
-            "must be string",
+            "must be a string tensor",
         ),
         (
             {"text": np.array([[b"x"]], dtype=object)},

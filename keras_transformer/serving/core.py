@@ -1,0 +1,143 @@
+"""What the gRPC and REST front ends share: the served models and their calls.
+
+Each call raises `ServingError` with a TF Serving status code name
+(`NOT_FOUND`, `INVALID_ARGUMENT`, `CANCELLED`), which gRPC sends as a status
+and REST as 404 or 400 with `{"error": ...}`.
+"""
+
+import threading
+import time
+
+import tensorflow as tf
+
+from keras_transformer.export.session_model import SignatureNotFound
+from keras_transformer.serving.batching import RequestCancelled
+from keras_transformer.serving.limits import RequestLimits, RequestRejected, request_inputs
+from keras_transformer.serving.metrics import Metrics
+
+
+class ServingError(Exception):
+    """A request failed; `code` is the gRPC status code's name."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class Models:
+    """The served models by name, each a `ModelManager`.
+
+    Args:
+        limits: `RequestLimits` every request is checked against.
+    """
+
+    def __init__(self, limits=None):
+        self.limits = limits or RequestLimits()
+        self.metrics = Metrics()
+        self.lock = threading.Lock()
+        self.managers = {}
+
+    def replace(self, managers):
+        """Serves `managers` (`{name: ModelManager}`) from now on; stops the
+        managers no longer served."""
+        with self.lock:
+            old, self.managers = self.managers, dict(managers)
+        for name, manager in old.items():
+            if self.managers.get(name) is not manager:
+                manager.stop()
+
+    def manager(self, name):
+        with self.lock:
+            manager = self.managers.get(name)
+        if manager is None:
+            raise ServingError("NOT_FOUND", f"Servable not found for request: model {name!r}")
+        return manager
+
+    @staticmethod
+    def _version(manager, version=None, label=None):
+        if version is not None and label is not None:
+            raise ServingError("INVALID_ARGUMENT", "Name a version or a version label, not both")
+        if label is not None:
+            try:
+                return manager.version_for_label(label)
+            except ValueError as error:
+                raise ServingError("INVALID_ARGUMENT", str(error)) from None
+        return version
+
+    def acquire(self, name, version=None, label=None):
+        """The `Version` to serve, acquired (call its `release`)."""
+        manager = self.manager(name)
+        try:
+            return manager.get(self._version(manager, version, label))
+        except LookupError as error:
+            raise ServingError("NOT_FOUND", str(error)) from None
+
+    def predict(self, name, inputs, signature="", version=None, label=None,
+                output_filter=(), alive=lambda: True, api="grpc"):  # fmt: skip
+        """Runs a request; returns `(version number, signature, outputs)`.
+
+        Args:
+            inputs: `{name: TensorProto}` or `{name: list of bytes}`.
+            output_filter: output names to return (default: all).
+            alive: False once the client cancelled or its deadline passed.
+            api: `"grpc"` or `"rest"`, for the metrics.
+        """
+        start = time.monotonic()
+        signature = signature or "serving_default"
+        number, code = version, "OK"
+        try:
+            servable = self.acquire(name, version, label)
+            number = servable.number
+            try:
+                return number, signature, self._run(servable, signature, inputs,
+                                                    output_filter, alive)  # fmt: skip
+            finally:
+                servable.release()
+        except ServingError as error:
+            code = error.code
+            raise
+        finally:
+            self.metrics.observe(name, number, signature, api, code, time.monotonic() - start)
+
+    def _run(self, servable, signature, inputs, output_filter, alive):
+        try:
+            signature_def = servable.model.signature(signature)
+        except SignatureNotFound as error:
+            raise ServingError("NOT_FOUND", str(error.args[0])) from None
+        unknown = set(output_filter) - set(signature_def.outputs)
+        if unknown:
+            raise ServingError(
+                "INVALID_ARGUMENT", f"Unknown output_filter names: {sorted(unknown)}"
+            )
+        try:
+            arrays = request_inputs(inputs, signature_def, self.limits)
+            outputs = servable.run(signature, arrays, alive=alive)
+        except (RequestRejected, ValueError) as error:
+            raise ServingError("INVALID_ARGUMENT", str(error)) from None
+        except RequestCancelled as error:
+            raise ServingError("CANCELLED", str(error)) from None
+        except tf.errors.InvalidArgumentError as error:
+            raise ServingError("INVALID_ARGUMENT", error.message) from None
+        wanted = list(output_filter) or sorted(outputs)
+        return {key: outputs[key] for key in wanted}
+
+    def status(self, name, version=None, label=None):
+        """`[(version, state, error message)]`, as `GetModelStatus` lists them."""
+        manager = self.manager(name)
+        wanted = self._version(manager, version, label)
+        known = manager.statuses()
+        if wanted is not None and wanted not in known:
+            raise ServingError("NOT_FOUND", f"Version {wanted} of model {name} was never loaded")
+        numbers = [wanted] if wanted is not None else sorted(known)
+        return [(n, *known[n]) for n in numbers]
+
+    def metadata(self, name, version=None, label=None):
+        """`(version number, {signature name: SignatureDef})`."""
+        servable = self.acquire(name, version, label)
+        try:
+            return servable.number, dict(servable.model.signatures)
+        finally:
+            servable.release()
+
+    def stop(self):
+        self.replace({})
