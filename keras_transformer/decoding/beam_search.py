@@ -1,5 +1,7 @@
 """Beam search over any step function, in one `tf.while_loop` graph."""
 
+from typing import Any, NamedTuple
+
 import tensorflow as tf
 
 from keras_transformer.decoding import _common
@@ -13,6 +15,33 @@ def _gather_beams(tensor, indices, batch, beams_in):
     # gather_nd copies whole rows; on CPU it is 3x faster than GatherV2 for
     # the decoder caches' large rows (measured: 32 vs 110 us for 256 KB).
     return tf.gather_nd(tensor, tf.reshape(indices + offsets, [-1, 1]))  # [batch * k, ...]
+
+
+class BeamState(NamedTuple):
+    """The loop state of `beam_search`, one row per input sentence."""
+
+    i: Any  # [] int32: the position being generated
+    ids: Any  # [batch * beams] int32: the last token of each alive hypothesis
+    alive_seqs: Any  # [batch, beams, max_length] int32
+    alive_log_probs: Any  # [batch, beams] float32: raw log-probabilities
+    finished_seqs: Any  # [batch, beams, max_length] int32
+    finished_scores: Any  # [batch, beams] float32: length-normalized
+    finished_flags: Any  # [batch, beams] bool: whether the slot holds a hypothesis
+    state: Any  # the step function's state, leading dimension batch * beams
+
+    @classmethod
+    def shape_invariants(cls, beams, max_length, state):
+        """The shapes the loop keeps (batch and step state vary)."""
+        return cls(
+            i=tf.TensorShape([]),
+            ids=tf.TensorShape([None]),
+            alive_seqs=tf.TensorShape([None, beams, max_length]),
+            alive_log_probs=tf.TensorShape([None, beams]),
+            finished_seqs=tf.TensorShape([None, beams, max_length]),
+            finished_scores=tf.TensorShape([None, beams]),
+            finished_flags=tf.TensorShape([None, beams]),
+            state=tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), state),
+        )
 
 
 def _tile_beams(tensor, beam_size):
@@ -72,104 +101,89 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
     max_penalty = _common.length_penalty(max_length, alpha)
 
     state = tf.nest.map_structure(lambda t: _tile_beams(t, k), initial_state)
-    ids = _tile_beams(initial_ids, k)  # [batch * k]
-    alive_seqs = tf.zeros([batch, k, max_length], tf.int32)
     # Only the first beam is live at the start, so the first step does not
     # pick the same token k times.
-    alive_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch, 1])  # [batch, k]
-    finished_seqs = tf.zeros([batch, k, max_length], tf.int32)
-    finished_scores = tf.fill([batch, k], NEG_INF)
-    finished_flags = tf.zeros([batch, k], tf.bool)
+    initial = BeamState(
+        i=tf.constant(0),
+        ids=_tile_beams(initial_ids, k),
+        alive_seqs=tf.zeros([batch, k, max_length], tf.int32),
+        alive_log_probs=tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch, 1]),
+        finished_seqs=tf.zeros([batch, k, max_length], tf.int32),
+        finished_scores=tf.fill([batch, k], NEG_INF),
+        finished_flags=tf.zeros([batch, k], tf.bool),
+        state=state,
+    )
 
-    def not_done(
-        i, ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state
-    ):
-        best_possible = alive_log_probs[:, 0] / max_penalty  # [batch]
-        worst_finished = tf.reduce_min(tf.where(finished_flags, finished_scores, NEG_INF), axis=1)
-        all_finished = tf.reduce_all(finished_flags, axis=1)
+    def not_done(s):
+        best_possible = s.alive_log_probs[:, 0] / max_penalty  # [batch]
+        worst_finished = tf.reduce_min(
+            tf.where(s.finished_flags, s.finished_scores, NEG_INF), axis=1
+        )  # [batch]
+        all_finished = tf.reduce_all(s.finished_flags, axis=1)  # [batch]
         row_done = tf.logical_and(all_finished, worst_finished >= best_possible)
-        return tf.logical_and(i < max_length, tf.logical_not(tf.reduce_all(row_done)))
+        return tf.logical_and(s.i < max_length, tf.logical_not(tf.reduce_all(row_done)))
 
-    def body(
-        i, ids, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, state
-    ):
-        logits, state = step_fn(ids, i, state)  # [batch * k, vocab]
+    def body(s):
+        logits, state = step_fn(s.ids, s.i, s.state)  # [batch * k, vocab]
         vocab = tf.shape(logits)[-1]
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         log_probs = tf.reshape(log_probs, [batch, k, vocab])
-        candidates = alive_log_probs[:, :, None] + log_probs  # [batch, k, vocab]
+        candidates = s.alive_log_probs[:, :, None] + log_probs  # [batch, k, vocab]
         flat = tf.reshape(candidates, [batch, k * vocab])
         top_log_probs, top_indices = tf.math.top_k(flat, k=2 * k)  # [batch, 2k]
         top_beams = top_indices // vocab  # [batch, 2k]
         top_tokens = top_indices % vocab  # [batch, 2k]
-        top_seqs = tf.gather(alive_seqs, top_beams, batch_dims=1)  # [batch, 2k, max_length]
-        top_seqs = _common.write_position(top_seqs, i, top_tokens)
+        top_seqs = tf.gather(s.alive_seqs, top_beams, batch_dims=1)  # [batch, 2k, max_length]
+        top_seqs = _common.write_position(top_seqs, s.i, top_tokens)
         ended = tf.equal(top_tokens, end_id)  # [batch, 2k]
 
         # Alive: the best k candidates that did not end.
         alive_candidates = tf.where(ended, NEG_INF, top_log_probs)
         alive_log_probs, alive_pick = tf.math.top_k(alive_candidates, k=k)  # [batch, k]
-        alive_seqs = tf.gather(top_seqs, alive_pick, batch_dims=1)
         source_beams = tf.gather(top_beams, alive_pick, batch_dims=1)  # [batch, k]
-        state = tf.nest.map_structure(lambda t: _gather_beams(t, source_beams, batch, k), state)
-        ids = tf.reshape(tf.gather(top_tokens, alive_pick, batch_dims=1), [-1])  # [batch * k]
 
         # Finished: merge the candidates that ended into the best k so far.
         # Only ends among the best k candidates count (as in fairseq), so
         # that one beam decodes exactly like greedy search.
         in_top_k = tf.range(2 * k) < k  # [2k]
         ended = tf.logical_and(ended, in_top_k[None, :])
-        new_scores = top_log_probs / _common.length_penalty(i + 1, alpha)
+        new_scores = top_log_probs / _common.length_penalty(s.i + 1, alpha)
         new_scores = tf.where(ended, new_scores, NEG_INF)
-        pool_seqs = tf.concat([finished_seqs, top_seqs], axis=1)  # [batch, 3k, max_length]
-        pool_scores = tf.concat([finished_scores, new_scores], axis=1)  # [batch, 3k]
-        pool_flags = tf.concat([finished_flags, ended], axis=1)
+        pool_seqs = tf.concat([s.finished_seqs, top_seqs], axis=1)  # [batch, 3k, max_length]
+        pool_scores = tf.concat([s.finished_scores, new_scores], axis=1)  # [batch, 3k]
+        pool_flags = tf.concat([s.finished_flags, ended], axis=1)  # [batch, 3k]
         finished_scores, pick = tf.math.top_k(pool_scores, k=k)  # [batch, k]
-        finished_seqs = tf.gather(pool_seqs, pick, batch_dims=1)
-        finished_flags = tf.gather(pool_flags, pick, batch_dims=1)
         return (
-            i + 1,
-            ids,
-            alive_seqs,
-            alive_log_probs,
-            finished_seqs,
-            finished_scores,
-            finished_flags,
-            state,
+            BeamState(
+                i=s.i + 1,
+                ids=tf.reshape(tf.gather(top_tokens, alive_pick, batch_dims=1), [-1]),
+                alive_seqs=tf.gather(top_seqs, alive_pick, batch_dims=1),
+                alive_log_probs=alive_log_probs,
+                finished_seqs=tf.gather(pool_seqs, pick, batch_dims=1),
+                finished_scores=finished_scores,
+                finished_flags=tf.gather(pool_flags, pick, batch_dims=1),
+                # The decoder state follows the hypotheses it now belongs to.
+                state=tf.nest.map_structure(
+                    lambda t: _gather_beams(t, source_beams, batch, k), state
+                ),
+            ),
         )
 
-    loop_vars = (
-        tf.constant(0),
-        ids,
-        alive_seqs,
-        alive_log_probs,
-        finished_seqs,
-        finished_scores,
-        finished_flags,
-        state,
+    (final,) = tf.while_loop(
+        not_done,
+        body,
+        (initial,),
+        shape_invariants=(BeamState.shape_invariants(k, max_length, state),),
+        maximum_iterations=max_length,
     )
-    state_shapes = tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), state)
-    shapes = (
-        tf.TensorShape([]),
-        tf.TensorShape([None]),
-        tf.TensorShape([None, k, max_length]),
-        tf.TensorShape([None, k]),
-        tf.TensorShape([None, k, max_length]),
-        tf.TensorShape([None, k]),
-        tf.TensorShape([None, k]),
-        state_shapes,
-    )
-    outputs = tf.while_loop(
-        not_done, body, loop_vars, shape_invariants=shapes, maximum_iterations=max_length
-    )
-    _, _, alive_seqs, alive_log_probs, finished_seqs, finished_scores, finished_flags, _ = outputs
-
     # Rows short of k finished hypotheses are completed with alive ones,
     # which always rank after the finished.
-    alive_scores = alive_log_probs / max_penalty
-    pool_seqs = tf.concat([finished_seqs, alive_seqs], axis=1)  # [batch, 2k, max_length]
-    pool_scores = tf.concat([finished_scores, alive_scores], axis=1)
-    pool_flags = tf.concat([finished_flags, tf.zeros_like(finished_flags)], axis=1)
+    alive_scores = final.alive_log_probs / max_penalty
+    pool_seqs = tf.concat(
+        [final.finished_seqs, final.alive_seqs], axis=1
+    )  # [batch, 2k, max_length]
+    pool_scores = tf.concat([final.finished_scores, alive_scores], axis=1)  # [batch, 2k]
+    pool_flags = tf.concat([final.finished_flags, tf.zeros_like(final.finished_flags)], axis=1)
     rank = pool_scores + tf.where(pool_flags, 0.0, 2 * NEG_INF)
     _, pick = tf.math.top_k(rank, k=k)
     sequences = tf.gather(pool_seqs, pick, batch_dims=1)

@@ -1,16 +1,29 @@
 """Greedy decoding over any step function, in one graph."""
 
+import warnings
+from typing import Any, NamedTuple
+
 import tensorflow as tf
 
 from keras_transformer.decoding import _common
 
 
+class GreedyState(NamedTuple):
+    """The loop state of `greedy_search`."""
+
+    i: Any  # [] int32: the position being generated
+    ids: Any  # [batch] int32: the last token of each row
+    sequences: Any  # [batch, max_length] int32: tokens so far, 0 after the end
+    log_probs: Any  # [batch] float32: sum of the chosen tokens' log-probabilities
+    finished: Any  # [batch] bool: the row has produced its end token
+    lengths: Any  # [batch] int32: tokens generated, the end token included
+    state: Any  # the step function's state, leading dimension batch
+
+
 # The loop is an explicit tf.while_loop: AutoGraph has nothing to convert,
 # and converting the caller's step function has picked the wrong method.
 @tf.autograph.experimental.do_not_convert
-def greedy_search(
-    step_fn, initial_ids, initial_state, *, max_length, end_id, alpha=0.6, beam_size=1
-):
+def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, alpha=0.6, **removed):
     """Picks the most likely token at every step until each row ends.
 
     Same contract as `beam_search` with one beam: `step_fn(ids [batch],
@@ -23,49 +36,68 @@ def greedy_search(
         max_length: most tokens generated per row.
         end_id: the end token.
         alpha: length-penalty exponent used for the score.
-        beam_size: must be 1 (accepted so both searches share a signature).
 
     Returns:
         `(sequences [batch, 1, max_length] int32, scores [batch, 1] float32)`:
         generated tokens (start excluded, end included, then 0) and their
         length-normalized log-probability.
+
+    Example:
+
+    >>> sequences, scores = greedy_search(model.decode_step, start_ids,
+    ...     model.init_decoding_state(context, 32), max_length=32, end_id=3)
     """
-    if beam_size != 1:
-        raise ValueError(f"Greedy search has one beam. Received: beam_size={beam_size!r}")
+    _check_removed(removed)
     _, max_length, end_id, alpha = _common.check_arguments(1, max_length, end_id, alpha)
     initial_ids = tf.cast(initial_ids, tf.int32)
     batch = tf.shape(initial_ids)[0]
-    sequences = tf.zeros([batch, max_length], tf.int32)
-    log_probs = tf.zeros([batch], tf.float32)
-    finished = tf.zeros([batch], tf.bool)
-    lengths = tf.zeros([batch], tf.int32)
+    initial = GreedyState(
+        i=tf.constant(0),
+        ids=initial_ids,
+        sequences=tf.zeros([batch, max_length], tf.int32),
+        log_probs=tf.zeros([batch], tf.float32),
+        finished=tf.zeros([batch], tf.bool),
+        lengths=tf.zeros([batch], tf.int32),
+        state=initial_state,
+    )
 
-    def cond(i, ids, sequences, log_probs, finished, lengths, state):
-        return tf.logical_and(i < max_length, tf.logical_not(tf.reduce_all(finished)))
+    def not_done(s):
+        return tf.logical_and(s.i < max_length, tf.logical_not(tf.reduce_all(s.finished)))
 
-    def body(i, ids, sequences, log_probs, finished, lengths, state):
-        logits, state = step_fn(ids, i, state)
+    def body(s):
+        logits, state = step_fn(s.ids, s.i, s.state)
         step_log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [batch, vocab]
         tokens = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)  # [batch]
-        token_log_probs = tf.gather(step_log_probs, tokens, batch_dims=1)
-        tokens = tf.where(finished, 0, tokens)
-        log_probs += tf.where(finished, 0.0, token_log_probs)
-        lengths += tf.cast(tf.logical_not(finished), tf.int32)
-        sequences = _common.write_position(sequences, i, tokens)
-        finished = tf.logical_or(finished, tf.equal(tokens, end_id))
-        return i + 1, tokens, sequences, log_probs, finished, lengths, state
+        token_log_probs = tf.gather(step_log_probs, tokens, batch_dims=1)  # [batch]
+        tokens = tf.where(s.finished, 0, tokens)
+        return (
+            GreedyState(
+                i=s.i + 1,
+                ids=tokens,
+                sequences=_common.write_position(s.sequences, s.i, tokens),
+                log_probs=s.log_probs + tf.where(s.finished, 0.0, token_log_probs),
+                finished=tf.logical_or(s.finished, tf.equal(tokens, end_id)),
+                lengths=s.lengths + tf.cast(tf.logical_not(s.finished), tf.int32),
+                state=state,
+            ),
+        )
 
-    loop_vars = (
-        tf.constant(0),
-        initial_ids,
-        sequences,
-        log_probs,
-        finished,
-        lengths,
-        initial_state,
-    )
-    _, _, sequences, log_probs, _, lengths, _ = tf.while_loop(
-        cond, body, loop_vars, maximum_iterations=max_length
-    )
-    scores = log_probs / _common.length_penalty(lengths, alpha)
-    return sequences[:, None, :], scores[:, None]
+    (final,) = tf.while_loop(not_done, body, (initial,), maximum_iterations=max_length)
+    scores = final.log_probs / _common.length_penalty(final.lengths, alpha)
+    return final.sequences[:, None, :], scores[:, None]
+
+
+def _check_removed(removed):
+    """`beam_size` was once accepted (and had to be 1); other names are errors."""
+    unknown = sorted(set(removed) - {"beam_size"})
+    if unknown:
+        raise TypeError(f"greedy_search() got unexpected keyword arguments {unknown}")
+    if "beam_size" in removed:
+        beam_size = removed["beam_size"]
+        if beam_size != 1:
+            raise ValueError(f"Greedy search has one beam. Received: beam_size={beam_size!r}")
+        warnings.warn(
+            "greedy_search() no longer takes beam_size; drop the argument",
+            DeprecationWarning,
+            stacklevel=3,
+        )

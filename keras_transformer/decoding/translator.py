@@ -84,16 +84,10 @@ class Translator(tf.Module):
             return logits, {"cache": new_state["cache"]}
 
         start = tf.fill([batch], START_ID)
-        search = greedy_search if beam_size == 1 else beam_search
-        return search(
-            step,
-            start,
-            {"cache": cache},
-            beam_size=beam_size,
-            max_length=self.max_output_length,
-            end_id=END_ID,
-            alpha=self.alpha,
-        )
+        options = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)
+        if beam_size == 1:
+            return greedy_search(step, start, {"cache": cache}, **options)
+        return beam_search(step, start, {"cache": cache}, beam_size=beam_size, **options)
 
     def _detokenize(self, sequences):
         """`[batch, beams, length]` ids -> `[batch, beams]` strings."""

@@ -11,7 +11,11 @@ _NOTHING = object()
 
 
 class RequestCancelled(Exception):
-    """The client cancelled the request or its deadline passed."""
+    """The client cancelled the request."""
+
+
+class DeadlineExceeded(RequestCancelled):
+    """The request's deadline passed, or would before its work is done."""
 
 
 class Batcher:
@@ -25,6 +29,9 @@ class Batcher:
     large-batch splitting). With `split=False` such a request is refused.
     Before each piece, and again when a batch is formed, the request's
     `alive()` is asked: a cancelled or expired request stops consuming work.
+    A request with a deadline (`time_left()`) is also dropped when the
+    batch it would run in cannot finish before it, judged by the measured
+    seconds per row: its answer would come after the client has gone.
 
     Args:
         run: `run(inputs) -> outputs`, dicts of arrays with rows first.
@@ -39,11 +46,15 @@ class Batcher:
         self.timeout = timeout
         self.split = split
         self.queue = queue.Queue()
+        self.seconds_per_row = 0.0  # moving average of measured runs
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
-    def submit(self, inputs, alive=lambda: True):
+    def submit(self, inputs, alive=lambda: True, time_left=lambda: None):
         """Runs `inputs` (rows first); returns the outputs.
+
+        `alive()` is False once the client cancelled; `time_left()` is the
+        seconds to the request's deadline, or None without one.
 
         Raises:
             RequestCancelled: `alive()` turned False before the work was done.
@@ -55,19 +66,19 @@ class Batcher:
                 f"The request has {rows} rows, over the batch size of {self.max_batch_size}, "
                 "and large requests are not split (--no-split-large-requests)"
             )
+        request = _Request(alive, time_left)
         if rows <= self.max_batch_size:
-            return self._piece(inputs, alive)
+            return self._piece(inputs, request)
         pieces = []
         for begin in range(0, rows, self.max_batch_size):
             piece = {k: v[begin : begin + self.max_batch_size] for k, v in inputs.items()}
-            pieces.append(self._piece(piece, alive))
+            pieces.append(self._piece(piece, request))
         return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
 
-    def _piece(self, inputs, alive):
-        if not alive():
-            raise RequestCancelled("The request was cancelled or its deadline passed")
+    def _piece(self, inputs, request):
+        request.check(_rows(inputs) * self.seconds_per_row)
         done = futures.Future()
-        self.queue.put((inputs, done, alive))
+        self.queue.put((inputs, done, request))
         return done.result()
 
     def stop(self):
@@ -96,14 +107,17 @@ class Batcher:
             self._run(batch)
 
     def _run(self, batch):
+        estimate = sum(_rows(item[0]) for item in batch) * self.seconds_per_row
         live = []
         for item in batch:
-            if item[2]():
+            try:
+                item[2].check(estimate)
                 live.append(item)
-            else:
-                item[1].set_exception(RequestCancelled("The request was cancelled"))
+            except RequestCancelled as error:
+                item[1].set_exception(error)
         if not live:
             return
+        start = time.monotonic()
         try:
             keys = live[0][0].keys()
             if len(live) == 1 or any(b[0].keys() != keys for b in live):
@@ -120,6 +134,33 @@ class Batcher:
             for _, done, _ in live:
                 if not done.done():
                     done.set_exception(error)
+        finally:
+            rows = sum(_rows(item[0]) for item in live)
+            measured = (time.monotonic() - start) / rows
+            self.seconds_per_row = (
+                measured
+                if not self.seconds_per_row
+                else (0.8 * self.seconds_per_row + 0.2 * measured)
+            )
+
+
+class _Request:
+    """What the batcher knows of a request's client."""
+
+    def __init__(self, alive, time_left):
+        self.alive = alive
+        self.time_left = time_left
+
+    def check(self, seconds):
+        """Raises unless the client still waits, and would for `seconds` more."""
+        left = self.time_left()
+        if left is not None and left <= seconds:
+            raise DeadlineExceeded(
+                f"The request's deadline leaves {max(left, 0.0):.3f} s, and its work takes "
+                f"about {seconds:.3f} s"
+            )
+        if not self.alive():
+            raise RequestCancelled("The client cancelled the request")
 
 
 def _rows(inputs):

@@ -1,7 +1,7 @@
 """What the gRPC and REST front ends share: the served models and their calls.
 
 Each call raises `ServingError` with a TF Serving status code name
-(`NOT_FOUND`, `INVALID_ARGUMENT`, `CANCELLED`), which gRPC sends as a status
+(`NOT_FOUND`, `INVALID_ARGUMENT`, `CANCELLED`, `DEADLINE_EXCEEDED`), which gRPC sends as a status
 and REST as 404 or 400 with `{"error": ...}`.
 """
 
@@ -11,7 +11,7 @@ import time
 import tensorflow as tf
 
 from keras_transformer.export.session_model import SignatureNotFound
-from keras_transformer.serving.batching import RequestCancelled
+from keras_transformer.serving.batching import DeadlineExceeded, RequestCancelled
 from keras_transformer.serving.limits import RequestLimits, RequestRejected, request_inputs
 from keras_transformer.serving.metrics import Metrics
 
@@ -73,13 +73,15 @@ class Models:
             raise ServingError("NOT_FOUND", str(error)) from None
 
     def predict(self, name, inputs, signature="", version=None, label=None,
-                output_filter=(), alive=lambda: True, api="grpc"):  # fmt: skip
+                output_filter=(), alive=lambda: True, time_left=lambda: None,
+                api="grpc"):  # fmt: skip
         """Runs a request; returns `(version number, signature, outputs)`.
 
         Args:
             inputs: `{name: TensorProto}` or `{name: list of bytes}`.
             output_filter: output names to return (default: all).
             alive: False once the client cancelled or its deadline passed.
+            time_left: seconds to the request's deadline (None: no deadline).
             api: `"grpc"` or `"rest"`, for the metrics.
         """
         start = time.monotonic()
@@ -90,7 +92,7 @@ class Models:
             number = servable.number
             try:
                 return number, signature, self._run(servable, signature, inputs,
-                                                    output_filter, alive)  # fmt: skip
+                                                    output_filter, alive, time_left)  # fmt: skip
             finally:
                 servable.release()
         except ServingError as error:
@@ -99,7 +101,7 @@ class Models:
         finally:
             self.metrics.observe(name, number, signature, api, code, time.monotonic() - start)
 
-    def _run(self, servable, signature, inputs, output_filter, alive):
+    def _run(self, servable, signature, inputs, output_filter, alive, time_left):
         try:
             signature_def = servable.model.signature(signature)
         except SignatureNotFound as error:
@@ -111,9 +113,11 @@ class Models:
             )
         try:
             arrays = request_inputs(inputs, signature_def, self.limits)
-            outputs = servable.run(signature, arrays, alive=alive)
+            outputs = servable.run(signature, arrays, alive=alive, time_left=time_left)
         except (RequestRejected, ValueError) as error:
             raise ServingError("INVALID_ARGUMENT", str(error)) from None
+        except DeadlineExceeded as error:
+            raise ServingError("DEADLINE_EXCEEDED", str(error)) from None
         except RequestCancelled as error:
             raise ServingError("CANCELLED", str(error)) from None
         except tf.errors.InvalidArgumentError as error:

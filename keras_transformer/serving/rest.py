@@ -144,7 +144,7 @@ def make_handler(models, max_body_bytes):
             self.wfile.write(data)
 
         def _error(self, error):
-            code = 404 if getattr(error, "code", "") == "NOT_FOUND" else 400
+            code = {"NOT_FOUND": 404, "DEADLINE_EXCEEDED": 504}.get(getattr(error, "code", ""), 400)
             self._reply(code, {"error": str(error)})
 
         def do_GET(self):

@@ -97,6 +97,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
             number, signature, outputs = self.models.predict(
                 spec.name, dict(request.inputs), spec.signature_name, *_spec_version(spec),
                 output_filter=list(request.output_filter), alive=context.is_active,
+                time_left=context.time_remaining,
             )  # fmt: skip
         except ServingError as error:
             _abort(context, error)

@@ -1,5 +1,8 @@
 """The versions of one served model: discovered, loaded, swapped, unloaded."""
 
+import ctypes
+import ctypes.util
+import gc
 import logging
 import os
 import re
@@ -95,7 +98,7 @@ class Version:
                      len(requests), time.monotonic() - start)  # fmt: skip
         return len(requests)
 
-    def run(self, signature, inputs, alive=lambda: True):
+    def run(self, signature, inputs, alive=lambda: True, time_left=lambda: None):
         """Runs `signature` on checked `inputs`, batched with other requests."""
         with self.lock:
             batcher = self.batchers.get(signature)
@@ -103,7 +106,7 @@ class Version:
                 batcher = self.batchers[signature] = Batcher(
                     lambda x: self.model.run(signature, x), **self.batching
                 )
-        return batcher.submit(inputs, alive)
+        return batcher.submit(inputs, alive, time_left)
 
     def acquire(self):
         with self.lock:
@@ -126,7 +129,26 @@ class Version:
     def _close(self):
         for batcher in self.batchers.values():
             batcher.stop()
+        self.batchers = {}
         self.model.close()
+        self.model = None
+        gc.collect()  # the graph and session go now, not at some later collection
+        _return_freed_memory()
+
+
+def _return_freed_memory():
+    """Gives memory freed by an unloaded version back to the system.
+
+    A version's graph and session are freed by whichever threads made
+    them (the watcher that loaded it, the servers that ran it), into
+    glibc's per-thread arenas, which keep it: without this, each hot swap
+    kept about one model's worth of memory. A no-op outside glibc.
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 class ModelManager:

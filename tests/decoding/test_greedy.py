@@ -101,16 +101,21 @@ def test_stops_when_every_row_has_ended():
     assert list(sequences[0, 0].numpy()) == [4, END] + [0] * 8
 
 
-def test_refuses_more_than_one_beam():
+def test_the_old_beam_size_argument_is_refused_or_deprecated():
+    args = (markov_step_fn(np.zeros((1, 3, 5, 5))), tf.constant([START]), {"row": tf.range(1)})
     with pytest.raises(ValueError, match="beam_size=2"):
-        greedy_search(
-            markov_step_fn(np.zeros((1, 3, 5, 5))),
-            tf.constant([START]),
-            {"row": tf.range(1)},
-            max_length=3,
-            end_id=END,
-            beam_size=2,
-        )
+        greedy_search(*args, max_length=3, end_id=END, beam_size=2)
+    with pytest.warns(DeprecationWarning, match="no longer takes beam_size"):
+        greedy_search(*args, max_length=3, end_id=END, beam_size=1)
+    with pytest.raises(TypeError, match="beams"):
+        greedy_search(*args, max_length=3, end_id=END, beams=1)
+
+
+def test_the_loop_state_is_named():
+    from keras_transformer.decoding.beam_search import BeamState
+    from keras_transformer.decoding.greedy import GreedyState
+
+    assert "finished_flags" in BeamState._fields and "lengths" in GreedyState._fields
 
 
 @pytest.mark.parametrize(

@@ -248,3 +248,38 @@ def test_a_failing_warmup_refuses_the_version(served, tmp_path):
         assert manager.versions == {} and "translate_everything" in manager.failed[3][1]
     finally:
         manager.stop()
+
+
+def test_memory_stays_flat_across_hot_swaps(served, tmp_path):
+    psutil = pytest.importorskip("psutil")
+    base = str(tmp_path / "translator")
+    shutil.copytree(os.path.join(served["base"], "1"), os.path.join(base, "1"))
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": REPO, "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "keras_transformer.cli", "serve", "--model-base-path", base,
+         "--model-name", "translator", "--port", str(port), "--poll-seconds", "0.2"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    rss = []
+    try:
+        for line in server.stdout:
+            if line.startswith("READY"):
+                break
+        threading.Thread(target=lambda: [None for _ in server.stdout], daemon=True).start()
+        process = psutil.Process(server.pid)
+        with GrpcTranslationClient(f"127.0.0.1:{port}", "translator", timeout=120) as client:
+            for number in range(2, 13):
+                shutil.copytree(os.path.join(served["base"], "1"), os.path.join(base, str(number)))
+                deadline = time.time() + 120
+                while client.translate(["The dog sleeps."])["version"] != number:
+                    assert time.time() < deadline, f"version {number} was not served"
+                    time.sleep(0.1)
+                shutil.rmtree(os.path.join(base, str(number - 1)))
+                time.sleep(0.5)  # the old version is unloaded
+                rss.append(process.memory_info().rss)
+    finally:
+        server.terminate()
+        server.wait(60)
+    # The first swap builds what every later load reuses; then 10 more.
+    assert max(rss[1:]) <= rss[1] * 1.10, [r >> 20 for r in rss]
