@@ -76,8 +76,10 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         return ops.sum(losses) / ops.maximum(ops.sum(weights), 1e-9)
 
     def get_config(self):
+        # The base config too (name, reduction); `reduction` is fixed and is
+        # dropped again by `__init__`, so older configs load as before.
         return {
-            "name": self.name,
+            **super().get_config(),
             "from_logits": self.from_logits,
             "label_smoothing": self.label_smoothing,
             "pad_id": self.pad_id,

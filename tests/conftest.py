@@ -113,3 +113,14 @@ def parallel_files(tmp_path_factory):
             path.write_text("\n".join(p[side] for p in chunk) + "\n", encoding="utf-8")
             paths[f"{split}.{lang}"] = str(path)
     return paths
+
+
+@pytest.fixture(scope="session")
+def export_base(trained_run, tmp_path_factory):
+    """The trained run exported once as version 1 of a model base path."""
+    from keras_transformer.export import export_run
+    from tests.export.exported import BEAM_SIZE, MAX_LENGTH
+
+    base = str(tmp_path_factory.mktemp("exports") / "translator")
+    export_run(trained_run["run"], base, max_length=MAX_LENGTH, beam_size=BEAM_SIZE)
+    return base

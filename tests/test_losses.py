@@ -69,3 +69,14 @@ def test_serializable_and_invalid_arguments():
         MaskedSparseCategoricalCrossentropy(label_smoothing=1.0)
     with pytest.raises(ValueError, match="pad_id"):
         MaskedSparseCategoricalCrossentropy(pad_id="x")
+
+
+def test_config_keeps_the_base_config_and_round_trips():
+    loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.2, pad_id=3, name="xent")
+    config = loss.get_config()
+    assert config["name"] == "xent" and "reduction" in config and config["pad_id"] == 3
+    again = MaskedSparseCategoricalCrossentropy.from_config(config)
+    assert again.get_config() == config
+    # A config saved before the base config was kept still loads.
+    old = {"name": "xent", "from_logits": True, "label_smoothing": 0.2, "pad_id": 3}
+    assert MaskedSparseCategoricalCrossentropy.from_config(old).label_smoothing == 0.2

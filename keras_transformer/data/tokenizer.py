@@ -18,7 +18,6 @@ import tensorflow_text as tf_text
 from keras_transformer.data import tf_text_adapter
 
 PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
-SPECIAL_IDS = (PAD_ID, START_ID, END_ID)
 
 
 class _SentencepieceResource(tf.saved_model.experimental.TrackableResource):

@@ -4,8 +4,6 @@ import numpy as np
 
 from keras_transformer._extras import require
 
-_SPECIAL = {"<pad>", "<s>", "</s>"}
-
 
 def plot_cross_attention(session_model, sentence, path):
     """Writes a PNG of the best hypothesis' cross-attention over the source.

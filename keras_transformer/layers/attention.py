@@ -116,6 +116,12 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask: mask future keys (query `i` sees keys `j <= i`).
         cache: key/value cache, see above.
         cache_index: position at which the new keys and values are written.
+        query_mask: boolean `[batch, query_length]` padding mask of `query`
+            (True on tokens); Keras fills it from `query`'s mask.
+        value_mask: boolean `[batch, key_length]` padding mask of `value`;
+            Keras fills it from `value`'s mask.
+        key_mask: boolean `[batch, key_length]` padding mask of `key`;
+            Keras fills it from `key`'s mask (ignored when `key` is None).
 
     Returns:
         `output` `[batch, query_length, query_dim]`; with scores

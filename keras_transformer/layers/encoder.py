@@ -24,6 +24,8 @@ class Encoder(_blocks.BlockLayer):
         mask: padding mask `[batch, length]`.
         attention_mask: explicit boolean `[batch, length, length]`.
         training: whether dropout is active.
+        inputs_mask: the same padding mask as `mask`, under the name Keras
+            uses when `attention_mask` is a tensor too.
 
     Returns:
         `[batch, length, d_model]`, carrying the input's mask.

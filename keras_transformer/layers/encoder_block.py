@@ -32,6 +32,8 @@ class EncoderBlock(_blocks.BlockLayer):
             from the input's mask.
         attention_mask: explicit boolean `[batch, length, length]`.
         training: whether dropout is active.
+        inputs_mask: the same padding mask as `mask`, under the name Keras
+            uses when `attention_mask` is a tensor too.
 
     Returns:
         `[batch, length, d_model]`, carrying the input's mask.

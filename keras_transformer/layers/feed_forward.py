@@ -16,7 +16,8 @@ class FeedForward(keras.layers.Layer):
     Args:
         d_model: input and output size.
         dff: hidden size.
-        dropout: dropout rate on the hidden activations.
+        dropout: dropout rate on the sub-layer's output (the paper's
+            residual dropout), applied before the blocks add the residual.
         activation: hidden activation, e.g. `"relu"` (the paper) or `"gelu"`.
         **kwargs: base layer arguments.
 

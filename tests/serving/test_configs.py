@@ -58,3 +58,25 @@ def test_compose_passes_the_mounted_config_files():
     assert flags["--batching_parameters_file"] in mounted
     assert flags["--enable_batching"] == "true"
     assert {"8500:8500", "8501:8501"} <= set(service["ports"])
+
+
+def test_the_local_server_serves_the_shipped_config(export_base, tmp_path):
+    """`keras-transformer serve --model-config-file serving/models.config`,
+    with the official image's /models mount pointed at a local export."""
+    from keras_transformer.serving.model_config import read_model_config
+    from keras_transformer.serving.server import start
+
+    (entry,) = read_model_config(os.path.join(SERVING, "models.config"))
+    assert (entry.name, entry.base_path, entry.version_policy) == (
+        "translator",
+        "/models/translator",
+        "latest",
+    )
+    text = _read("models.config").replace("/models/translator", export_base)
+    local = tmp_path / "models.config"
+    local.write_text(text)
+    serving = start(read_model_config(str(local)), port=0, poll_seconds=0)
+    try:
+        assert sorted(serving.models.manager("translator").versions) == [1]
+    finally:
+        serving.stop()
