@@ -8,6 +8,11 @@ from keras_transformer._validation import check_positive_int
 LAYER_NORM_EPSILON = 1e-6
 
 
+def clone_initializer(initializer):
+    """A fresh copy, so that sublayers do not share one seeded initializer."""
+    return initializer.__class__.from_config(initializer.get_config())
+
+
 def validate_block_args(d_model, num_heads, dff, dropout):
     for name, value in (("d_model", d_model), ("num_heads", num_heads), ("dff", dff)):
         check_positive_int(name, value)
@@ -30,7 +35,7 @@ def check_input_depth(layer, input_shape):
 
 def layer_norm(layer, name):
     return keras.layers.LayerNormalization(
-        epsilon=LAYER_NORM_EPSILON, dtype=layer.dtype_policy, name=name
+        epsilon=layer.layer_norm_epsilon, dtype=layer.dtype_policy, name=name
     )
 
 
@@ -55,10 +60,28 @@ class BlockLayer(keras.layers.Layer):
     the stacks (`EncoderBlock`, `DecoderBlock`, `Encoder`, `Decoder`)."""
 
     def __init__(
-        self, d_model, num_heads, dff, dropout=0.1, norm_first=False, activation="relu", **kwargs
+        self,
+        d_model,
+        num_heads,
+        dff,
+        dropout=0.1,
+        norm_first=False,
+        activation="relu",
+        layer_norm_epsilon=LAYER_NORM_EPSILON,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
     ):
         super().__init__(**kwargs)
         validate_block_args(d_model, num_heads, dff, dropout)
+        if not layer_norm_epsilon > 0:
+            raise ValueError(
+                "`layer_norm_epsilon` must be positive. "
+                f"Received: layer_norm_epsilon={layer_norm_epsilon!r}"
+            )
+        self.layer_norm_epsilon = float(layer_norm_epsilon)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.d_model = d_model
         self.num_heads = num_heads
         self.dff = dff
@@ -81,8 +104,29 @@ class BlockLayer(keras.layers.Layer):
             "dropout": self.dropout,
             "norm_first": self.norm_first,
             "activation": keras.activations.serialize(self.activation),
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
         }
         return {**super().get_config(), **config}
+
+    def initializers(self):
+        """Fresh copies of the initializers, for one sublayer."""
+        return dict(
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+        )
+
+    def block_options(self):
+        """What a stack passes on to each of its blocks."""
+        return dict(
+            dropout=self.dropout,
+            norm_first=self.norm_first,
+            activation=self.activation,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            dtype=self.dtype_policy,
+            **self.initializers(),
+        )
 
 
 def check_num_layers(num_layers):

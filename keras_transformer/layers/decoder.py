@@ -31,7 +31,8 @@ class Decoder(_blocks.BlockLayer):
 
     Args:
         num_layers: number of blocks.
-        d_model, num_heads, dff, dropout, norm_first, activation: as in
+        d_model, num_heads, dff, dropout, norm_first, activation,
+            layer_norm_epsilon, kernel_initializer, bias_initializer: as in
             `DecoderBlock`.
         **kwargs: base layer arguments.
 
@@ -65,9 +66,23 @@ class Decoder(_blocks.BlockLayer):
         dropout=0.1,
         norm_first=False,
         activation="relu",
+        layer_norm_epsilon=_blocks.LAYER_NORM_EPSILON,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
         **kwargs,
     ):
-        super().__init__(d_model, num_heads, dff, dropout, norm_first, activation, **kwargs)
+        super().__init__(
+            d_model,
+            num_heads,
+            dff,
+            dropout,
+            norm_first,
+            activation,
+            layer_norm_epsilon,
+            kernel_initializer,
+            bias_initializer,
+            **kwargs,
+        )
         _blocks.check_num_layers(num_layers)
         self.num_layers = num_layers
 
@@ -78,11 +93,8 @@ class Decoder(_blocks.BlockLayer):
                 self.d_model,
                 self.num_heads,
                 self.dff,
-                dropout=self.dropout,
-                norm_first=self.norm_first,
-                activation=self.activation,
-                dtype=self.dtype_policy,
                 name=f"block_{i}",
+                **self.block_options(),
             )
             block.build(inputs_shape, encoder_outputs_shape)
             self.blocks.append(block)

@@ -28,6 +28,9 @@ class DecoderBlock(_blocks.BlockLayer):
         dropout: dropout rate.
         norm_first: pre-norm instead of post-norm.
         activation: feed-forward activation.
+        layer_norm_epsilon: epsilon of the layer norms (1e-6, as tensor2tensor).
+        kernel_initializer: initializer of every projection and dense kernel.
+        bias_initializer: initializer of every projection and dense bias.
         **kwargs: base layer arguments.
 
     Call arguments:
@@ -62,6 +65,7 @@ class DecoderBlock(_blocks.BlockLayer):
             dropout=self.dropout,
             dtype=self.dtype_policy,
             name=name,
+            **self.initializers(),
         )
 
     def build(self, inputs_shape, encoder_outputs_shape=None):
@@ -85,6 +89,7 @@ class DecoderBlock(_blocks.BlockLayer):
             activation=self.activation,
             dtype=self.dtype_policy,
             name="feed_forward",
+            **self.initializers(),
         )
         self.feed_forward.build(inputs_shape)
         self.feed_forward_norm = _blocks.layer_norm(self, "feed_forward_norm")

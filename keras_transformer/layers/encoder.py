@@ -15,7 +15,8 @@ class Encoder(_blocks.BlockLayer):
 
     Args:
         num_layers: number of blocks.
-        d_model, num_heads, dff, dropout, norm_first, activation: as in
+        d_model, num_heads, dff, dropout, norm_first, activation,
+            layer_norm_epsilon, kernel_initializer, bias_initializer: as in
             `EncoderBlock`.
         **kwargs: base layer arguments.
 
@@ -45,9 +46,23 @@ class Encoder(_blocks.BlockLayer):
         dropout=0.1,
         norm_first=False,
         activation="relu",
+        layer_norm_epsilon=_blocks.LAYER_NORM_EPSILON,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
         **kwargs,
     ):
-        super().__init__(d_model, num_heads, dff, dropout, norm_first, activation, **kwargs)
+        super().__init__(
+            d_model,
+            num_heads,
+            dff,
+            dropout,
+            norm_first,
+            activation,
+            layer_norm_epsilon,
+            kernel_initializer,
+            bias_initializer,
+            **kwargs,
+        )
         _blocks.check_num_layers(num_layers)
         self.num_layers = num_layers
 
@@ -58,11 +73,8 @@ class Encoder(_blocks.BlockLayer):
                 self.d_model,
                 self.num_heads,
                 self.dff,
-                dropout=self.dropout,
-                norm_first=self.norm_first,
-                activation=self.activation,
-                dtype=self.dtype_policy,
                 name=f"block_{i}",
+                **self.block_options(),
             )
             block.build(input_shape)
             self.blocks.append(block)

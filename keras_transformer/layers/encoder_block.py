@@ -24,6 +24,9 @@ class EncoderBlock(_blocks.BlockLayer):
             residual branches.
         norm_first: pre-norm instead of post-norm.
         activation: feed-forward activation.
+        layer_norm_epsilon: epsilon of the layer norms (1e-6, as tensor2tensor).
+        kernel_initializer: initializer of every projection and dense kernel.
+        bias_initializer: initializer of every projection and dense bias.
         **kwargs: base layer arguments.
 
     Call arguments:
@@ -53,6 +56,7 @@ class EncoderBlock(_blocks.BlockLayer):
             dropout=self.dropout,
             dtype=self.dtype_policy,
             name="self_attention",
+            **self.initializers(),
         )
         self.self_attention.build(input_shape, input_shape)
         self.self_attention_norm = _blocks.layer_norm(self, "self_attention_norm")
@@ -65,6 +69,7 @@ class EncoderBlock(_blocks.BlockLayer):
             activation=self.activation,
             dtype=self.dtype_policy,
             name="feed_forward",
+            **self.initializers(),
         )
         self.feed_forward.build(input_shape)
         self.feed_forward_norm = _blocks.layer_norm(self, "feed_forward_norm")

@@ -3,6 +3,7 @@
 import keras
 
 from keras_transformer._validation import check_positive_int
+from keras_transformer.layers._blocks import clone_initializer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -19,6 +20,8 @@ class FeedForward(keras.layers.Layer):
         dropout: dropout rate on the sub-layer's output (the paper's
             residual dropout), applied before the blocks add the residual.
         activation: hidden activation, e.g. `"relu"` (the paper) or `"gelu"`.
+        kernel_initializer: initializer of both dense kernels.
+        bias_initializer: initializer of both dense biases.
         **kwargs: base layer arguments.
 
     Call arguments:
@@ -34,7 +37,16 @@ class FeedForward(keras.layers.Layer):
     (2, 3, 8)
     """
 
-    def __init__(self, d_model, dff, dropout=0.1, activation="relu", **kwargs):
+    def __init__(
+        self,
+        d_model,
+        dff,
+        dropout=0.1,
+        activation="relu",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         for name, value in (("d_model", d_model), ("dff", dff)):
             check_positive_int(name, value)
@@ -44,20 +56,27 @@ class FeedForward(keras.layers.Layer):
         self.dff = dff
         self.dropout = dropout
         self.activation = keras.activations.get(activation)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
 
-    def build(self, input_shape):
-        self._intermediate = keras.layers.Dense(
-            self.dff,
-            activation=self.activation,
+    def _dense(self, units, name, activation=None):
+        return keras.layers.Dense(
+            units,
+            activation=activation,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
-            name="intermediate",
+            name=name,
         )
+
+    def build(self, input_shape):
+        self._intermediate = self._dense(self.dff, "intermediate", self.activation)
         self._intermediate.build(input_shape)
         self._dropout_layer = keras.layers.Dropout(
             self.dropout, dtype=self.dtype_policy, name="dropout"
         )
-        self._output = keras.layers.Dense(self.d_model, dtype=self.dtype_policy, name="output")
+        self._output = self._dense(self.d_model, "output")
         self._output.build((*input_shape[:-1], self.dff))
 
     def call(self, inputs, training=None):
@@ -73,5 +92,7 @@ class FeedForward(keras.layers.Layer):
             "dff": self.dff,
             "dropout": self.dropout,
             "activation": keras.activations.serialize(self.activation),
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
         }
         return {**super().get_config(), **config}

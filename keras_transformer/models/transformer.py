@@ -35,6 +35,9 @@ class Transformer(keras.Model):
             subword vocabulary), as in the paper.
         activation: feed-forward activation.
         position_encoding: `"sinusoidal"` or `"learned"`.
+        layer_norm_epsilon: epsilon of every layer norm.
+        kernel_initializer: initializer of the blocks' kernels.
+        bias_initializer: initializer of the blocks' biases.
         **kwargs: base model arguments.
 
     Example:
@@ -59,6 +62,9 @@ class Transformer(keras.Model):
         share_embeddings=False,
         activation="relu",
         position_encoding="sinusoidal",
+        layer_norm_epsilon=1e-6,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -80,6 +86,9 @@ class Transformer(keras.Model):
         self.share_embeddings = share_embeddings
         self.activation = activation
         self.position_encoding = position_encoding
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
 
         def embedding(vocab_size, name):
             return PositionalEmbedding(
@@ -99,6 +108,9 @@ class Transformer(keras.Model):
             dropout=dropout_rate,
             norm_first=norm_first,
             activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
         )
         self.source_embedding = embedding(input_vocab_size, "source_embedding")
@@ -307,8 +319,11 @@ class Transformer(keras.Model):
             "max_length": self.max_length,
             "norm_first": self.norm_first,
             "share_embeddings": self.share_embeddings,
-            "activation": self.activation,
+            "activation": keras.activations.serialize(keras.activations.get(self.activation)),
             "position_encoding": self.position_encoding,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
         }
         return {**super().get_config(), **config}
 

@@ -1,0 +1,80 @@
+"""layer_norm_epsilon, kernel_initializer and bias_initializer reach every
+sublayer of the feed-forward network, the blocks, the stacks and the model,
+and survive serialization."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.layers import Decoder, DecoderBlock, Encoder, EncoderBlock, FeedForward
+from keras_transformer.models import Transformer
+
+OPTIONS = dict(kernel_initializer="ones", bias_initializer=keras.initializers.Constant(0.5))
+BLOCK = dict(d_model=8, num_heads=2, dff=16)
+
+
+def _build(layer):
+    if isinstance(layer, Transformer):
+        layer.build(((None, None), (None, None)))
+    elif isinstance(layer, (DecoderBlock, Decoder)):
+        layer.build((None, None, 8), (None, None, 8))
+    else:
+        layer.build((None, None, 8))
+    return layer
+
+
+CASES = {
+    "FeedForward": lambda **o: FeedForward(8, 16, **o),
+    "EncoderBlock": lambda **o: EncoderBlock(**BLOCK, layer_norm_epsilon=1e-3, **o),
+    "DecoderBlock": lambda **o: DecoderBlock(**BLOCK, layer_norm_epsilon=1e-3, **o),
+    "Encoder": lambda **o: Encoder(2, **BLOCK, norm_first=True, layer_norm_epsilon=1e-3, **o),
+    "Decoder": lambda **o: Decoder(2, **BLOCK, norm_first=True, layer_norm_epsilon=1e-3, **o),
+    "Transformer": lambda **o: Transformer(2, 8, 2, 16, 20, 20, layer_norm_epsilon=1e-3, **o),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_options_reach_every_sublayer(name):
+    layer = _build(CASES[name](**OPTIONS))
+    kernels = [w for w in layer.weights if w.path.endswith("kernel")]
+    biases = [w for w in layer.weights if w.path.endswith("bias") and "norm" not in w.path]
+    norms = [s for s in layer._flatten_layers() if isinstance(s, keras.layers.LayerNormalization)]
+    if name == "Transformer":  # the output projection keeps Keras' defaults
+        kernels = [w for w in kernels if "output_projection" not in w.path]
+        biases = [w for w in biases if "output_projection" not in w.path]
+    assert kernels and biases
+    assert all(np.all(keras.ops.convert_to_numpy(w) == 1.0) for w in kernels)
+    assert all(np.all(keras.ops.convert_to_numpy(w) == 0.5) for w in biases)
+    if name != "FeedForward":
+        assert norms and all(n.epsilon == 1e-3 for n in norms)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_options_round_trip_through_the_config(name):
+    layer = CASES[name](**OPTIONS)
+    config = layer.get_config()
+    again = type(layer).from_config(config)
+    assert again.get_config() == config
+    assert config["kernel_initializer"]["class_name"] == "Ones"
+    if name != "FeedForward":
+        assert config["layer_norm_epsilon"] == 1e-3
+
+
+def test_defaults_are_the_previous_behaviour():
+    block = EncoderBlock(**BLOCK)
+    assert block.layer_norm_epsilon == 1e-6
+    config = block.get_config()
+    assert config["kernel_initializer"]["class_name"] == "GlorotUniform"
+    assert config["bias_initializer"]["class_name"] == "Zeros"
+    # A config saved before these options existed still loads.
+    old = {
+        k: v
+        for k, v in config.items()
+        if k not in ("layer_norm_epsilon", "kernel_initializer", "bias_initializer")
+    }
+    assert EncoderBlock.from_config(old).layer_norm_epsilon == 1e-6
+
+
+def test_a_bad_epsilon_is_named():
+    with pytest.raises(ValueError, match="layer_norm_epsilon"):
+        EncoderBlock(**BLOCK, layer_norm_epsilon=0.0)
