@@ -129,5 +129,14 @@ class BlockLayer(keras.layers.Layer):
         )
 
 
-def check_num_layers(num_layers):
-    check_positive_int("num_layers", num_layers)
+class StackLayer(BlockLayer):
+    """`num_layers` blocks: what `Encoder` and `Decoder` share. Takes
+    `num_layers` first, then `BlockLayer`'s arguments (positional too)."""
+
+    def __init__(self, num_layers, d_model, num_heads, dff, *args, **kwargs):
+        super().__init__(d_model, num_heads, dff, *args, **kwargs)
+        check_positive_int("num_layers", num_layers)
+        self.num_layers = num_layers
+
+    def get_config(self):
+        return {**super().get_config(), "num_layers": self.num_layers}

@@ -16,7 +16,7 @@ def _layer_cache(cache, index):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Decoder(_blocks.BlockLayer):
+class Decoder(_blocks.StackLayer):
     """`num_layers` `DecoderBlock`s, with a final layer norm when pre-norm.
 
     The caches of all blocks are stacked into one tensor each, so that a
@@ -56,35 +56,6 @@ class Decoder(_blocks.BlockLayer):
     >>> decoder(keras.ops.ones((1, 3, 16)), keras.ops.ones((1, 5, 16))).shape
     (1, 3, 16)
     """
-
-    def __init__(
-        self,
-        num_layers,
-        d_model,
-        num_heads,
-        dff,
-        dropout=0.1,
-        norm_first=False,
-        activation="relu",
-        layer_norm_epsilon=_blocks.LAYER_NORM_EPSILON,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        **kwargs,
-    ):
-        super().__init__(
-            d_model,
-            num_heads,
-            dff,
-            dropout,
-            norm_first,
-            activation,
-            layer_norm_epsilon,
-            kernel_initializer,
-            bias_initializer,
-            **kwargs,
-        )
-        _blocks.check_num_layers(num_layers)
-        self.num_layers = num_layers
 
     def build(self, inputs_shape, encoder_outputs_shape=None):
         self.blocks = []
@@ -167,6 +138,3 @@ class Decoder(_blocks.BlockLayer):
         if isinstance(cache, (list, tuple)):
             return x, type(cache)(new_caches)
         return x, ops.stack(new_caches, axis=1)
-
-    def get_config(self):
-        return {**super().get_config(), "num_layers": self.num_layers}

@@ -7,7 +7,7 @@ from keras_transformer.layers.encoder_block import EncoderBlock
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Encoder(_blocks.BlockLayer):
+class Encoder(_blocks.StackLayer):
     """`num_layers` `EncoderBlock`s, with a final layer norm when pre-norm.
 
     Takes embedded inputs (e.g. from `PositionalEmbedding`); the padding mask
@@ -37,35 +37,6 @@ class Encoder(_blocks.BlockLayer):
     (1, 3, 16)
     """
 
-    def __init__(
-        self,
-        num_layers,
-        d_model,
-        num_heads,
-        dff,
-        dropout=0.1,
-        norm_first=False,
-        activation="relu",
-        layer_norm_epsilon=_blocks.LAYER_NORM_EPSILON,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        **kwargs,
-    ):
-        super().__init__(
-            d_model,
-            num_heads,
-            dff,
-            dropout,
-            norm_first,
-            activation,
-            layer_norm_epsilon,
-            kernel_initializer,
-            bias_initializer,
-            **kwargs,
-        )
-        _blocks.check_num_layers(num_layers)
-        self.num_layers = num_layers
-
     def build(self, input_shape):
         self.blocks = []
         for i in range(self.num_layers):
@@ -91,6 +62,3 @@ class Encoder(_blocks.BlockLayer):
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x
-
-    def get_config(self):
-        return {**super().get_config(), "num_layers": self.num_layers}

@@ -86,11 +86,13 @@ class Version:
 
     def _warm_up(self):
         requests = read_warmup_requests(self.path)
+        # The export's own records: checked for shape, not held to client limits.
+        limits = RequestLimits(
+            max_rows=1 << 30, max_string_bytes=1 << 30, max_request_bytes=1 << 30
+        )
         start = time.monotonic()
         for request in requests:
             signature = request.model_spec.signature_name or "serving_default"
-            limits = RequestLimits(max_rows=1 << 30, max_string_bytes=1 << 30,
-                                   max_request_bytes=1 << 30)  # fmt: skip
             inputs = request_inputs(request.inputs, self.model.signature(signature), limits)
             self.model.run(signature, inputs)
         if requests:
