@@ -1,6 +1,6 @@
 """A small keras-tuner search over the Transformer on the synthetic task.
 
-Random search over layers, width, heads, warmup and batch size, scored by
+Random search over layers, width, heads, warmup and batch tokens, scored by
 validation masked accuracy; the best hyperparameters are printed and saved
 as JSON. About 5 minutes on 2 CPU cores; `KT_EXAMPLE_QUICK=1` runs 2 tiny
 trials. The same search runs on several machines with keras-tuner's
@@ -32,7 +32,7 @@ best = run_search(
             "num_heads": [2, 4],
             "dff": [256] if not QUICK else [32],
             "warmup_steps": [100, 200],
-            "batch_size": [32, 64],
+            "batch_tokens": [1024, 2048],
         },
     }
 )

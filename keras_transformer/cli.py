@@ -11,49 +11,103 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def _train_parser(sub):
+def _flag_help(doc, field, default):
+    """`doc`, then the field's choices and default, for `--help`."""
+    parts = [doc.rstrip(".") + "." if doc else ""]
+    choices = field.metadata.get("choices")
+    if choices:
+        parts.append(f"Choices: {', '.join(map(str, choices))}.")
+    if default is dataclasses.MISSING:
+        parts.append("Required.")
+    elif isinstance(default, bool):
+        parts.append(f"Default: {'on' if default else 'off'}.")
+    elif default is None:
+        parts.append("Default: none.")
+    else:
+        parts.append(f"Default: {json.dumps(default) if isinstance(default, dict) else default}.")
+    return " ".join(p for p in parts if p).replace("%", "%%")
+
+
+def _add_config_flags(parser, config_cls):
+    """One flag per field of the dataclass `config_cls`, with its type,
+    choices, and the help of its `Attributes:` documentation.
+
+    Every flag defaults to None, so that only the flags given override a
+    `--config` file's keys.
+    """
+    from keras_transformer._config_docs import attribute_docs
+
+    docs = attribute_docs(config_cls)
+    for field in dataclasses.fields(config_cls):
+        default = field.default
+        if field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        flag = "--" + field.name.replace("_", "-")
+        help_text = _flag_help(docs.get(field.name, ""), field, default)
+        # The annotation, not the default, gives the type: `int | None` -> int.
+        kind = next((t for t in typing.get_args(field.type) if t is not type(None)), field.type)
+        choices = field.metadata.get("choices")
+        if kind is dict:
+            parser.add_argument(flag, type=json.loads, default=None, metavar="JSON", help=help_text)
+        elif kind is list:
+            parser.add_argument(
+                flag, default=None, metavar="A,B", help=help_text + " Comma-separated."
+            )
+        elif kind is bool:
+            parser.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
+        else:
+            parser.add_argument(
+                flag,
+                type=kind,
+                choices=choices,
+                default=None,
+                metavar=None if choices else field.name.upper(),
+                help=help_text,
+            )
+
+
+def _config_values(args, config_cls):
+    """The `--config` file's keys, overridden by the flags given."""
     from keras_transformer.training import config as config_lib
+
+    values = config_lib.read_config_file(args.config) if args.config else {}
+    for field in dataclasses.fields(config_cls):
+        value = getattr(args, field.name, None)
+        if value is not None:
+            values[field.name] = value
+    return values
+
+
+def _train_parser(sub):
     from keras_transformer.training.config import TrainConfig
 
     p = sub.add_parser("train", help="train a translation model")
-    p.add_argument("--config", help="YAML or JSON file of training keys; flags override it")
-    defaults = TrainConfig().to_dict()
-    for field in dataclasses.fields(TrainConfig):
-        value = defaults[field.name]
-        flag = "--" + field.name.replace("_", "-")
-        # The annotation, not the default, gives the type: `int | None` -> int.
-        kind = next((t for t in typing.get_args(field.type) if t is not type(None)), field.type)
-        if field.name == "model_overrides":
-            p.add_argument(
-                flag, type=json.loads, default=None, help="JSON dict of Transformer arguments"
-            )
-        elif field.name == "devices":
-            p.add_argument(
-                flag, default=None, help="comma-separated devices for --strategy mirrored"
-            )
-        elif field.name == "backend":
-            p.add_argument(
-                flag,
-                choices=config_lib.BACKENDS,
-                default=None,
-                help="Keras backend to train on (default: KERAS_BACKEND, else tensorflow)",
-            )
-        elif kind is bool:
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
-        else:
-            p.add_argument(flag, type=kind, default=None, help=f"default: {value}")
+    p.add_argument(
+        "--config",
+        help="YAML or JSON file of training keys; the flags given override it (default: none)",
+    )
+    _add_config_flags(p, TrainConfig)
     p.set_defaults(run_command=_train)
+
+
+def _tune_parser(sub):
+    from keras_transformer.tuning.config import TuneConfig
+
+    p = sub.add_parser("tune", help="search hyperparameters with keras-tuner")
+    p.add_argument(
+        "--config",
+        help="YAML or JSON file of tune keys; the flags given override it (default: none)",
+    )
+    _add_config_flags(p, TuneConfig)
+    p.set_defaults(run_command=_tune)
 
 
 def _train(args):
     from keras_transformer.training import TrainConfig, train
-    from keras_transformer.training import config as config_lib
 
-    values = config_lib.read_config_file(args.config) if args.config else {}
-    for key in TrainConfig().to_dict():
-        value = getattr(args, key, None)
-        if value is not None:
-            values[key] = value
+    values = _config_values(args, TrainConfig)
     if isinstance(values.get("devices"), str):
         values["devices"] = values["devices"].split(",")
     train(TrainConfig.from_dict(values))
@@ -188,10 +242,10 @@ def _client(args):
 
 
 def _tune(args):
+    from keras_transformer.tuning import TuneConfig
     from keras_transformer.tuning.search import run_search
 
-    options = {k: v for k, v in vars(args).items() if k not in ("command", "run_command")}
-    run_search(options)
+    run_search(TuneConfig.from_dict(_config_values(args, TuneConfig)))
 
 
 def _add_weights_flag(p):
@@ -199,14 +253,31 @@ def _add_weights_flag(p):
         "--weights",
         choices=("auto", "averaged", "best", "final"),
         default="auto",
-        help="which weights of the run (auto: averaged if present, else best)",
+        help="which weights of the run: auto (the averaged weights if the run has them, "
+        "else the best on validation), averaged, best or final (default: %(default)s)",
     )
 
 
 def _add_decoding_flags(p):
-    p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--alpha", type=float, default=0.6)
-    p.add_argument("--max-length", type=int, default=128, help="longest translation, in tokens")
+    p.add_argument(
+        "--beam-size",
+        type=int,
+        default=4,
+        help="beams of the beam search; 1 decodes greedily (default: %(default)s)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=0.6,
+        help="length penalty of the beam search, as GNMT's ((5 + length) / 6) ** alpha; "
+        "0 for none (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-length",
+        type=int,
+        default=128,
+        help="longest translation, in tokens (default: %(default)s)",
+    )
 
 
 def _serving_limit_defaults():
@@ -216,54 +287,97 @@ def _serving_limit_defaults():
 
 
 def build_parser():
+    from keras_transformer.export.servable import SIGNATURES
+
     parser = argparse.ArgumentParser(prog="keras-transformer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _train_parser(sub)
 
     p = sub.add_parser("evaluate", help="translate a file and report sacreBLEU")
-    p.add_argument("--run", required=True)
-    p.add_argument("--source", required=True)
-    p.add_argument("--reference", required=True)
+    p.add_argument("--run", required=True, help="the run directory of `train` (required)")
+    p.add_argument(
+        "--source", required=True, help="text file of source sentences, one a line (required)"
+    )
+    p.add_argument(
+        "--reference",
+        required=True,
+        help="text file of reference translations, line by line with --source (required)",
+    )
     _add_weights_flag(p)
     _add_decoding_flags(p)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--json", help="also write the scores here as JSON")
-    p.add_argument("--output", help="write the translations here")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        help="sentences translated together (default: %(default)s)",
+    )
+    p.add_argument("--json", help="also write the scores here as JSON (default: not written)")
+    p.add_argument("--output", help="write the translations here (default: not written)")
     p.set_defaults(run_command=_evaluate)
 
     p = sub.add_parser("average", help="average a run's last epoch weights (checkpoint averaging)")
-    p.add_argument("--run", required=True)
-    p.add_argument("--last", type=int, default=5, help="how many of the newest kept epochs")
+    p.add_argument("--run", required=True, help="the run directory of `train` (required)")
+    p.add_argument(
+        "--last",
+        type=int,
+        default=5,
+        help="how many of the newest kept epochs to average (default: %(default)s)",
+    )
     p.set_defaults(run_command=_average)
 
     p = sub.add_parser("plot", help="PNG curves of a run and its learning-rate schedule")
-    p.add_argument("--run", required=True)
-    p.add_argument("--output-dir", help="default: the run directory")
+    p.add_argument("--run", required=True, help="the run directory of `train` (required)")
+    p.add_argument("--output-dir", help="where the PNG files go (default: the run directory)")
     p.set_defaults(run_command=_plot)
 
     p = sub.add_parser("export", help="write a servable SavedModel version")
-    p.add_argument("--run", required=True)
-    p.add_argument("--export-base", required=True)
-    p.add_argument("--version", type=int)
+    p.add_argument("--run", required=True, help="the run directory of `train` (required)")
+    p.add_argument(
+        "--export-base",
+        required=True,
+        help="the model's folder of numbered versions, as TF Serving's --model_base_path "
+        "(required)",
+    )
+    p.add_argument(
+        "--version",
+        type=int,
+        help="version number of the export (default: one above the newest present, or 1)",
+    )
     _add_weights_flag(p)
     _add_decoding_flags(p)
     p.set_defaults(run_command=_export)
 
     p = sub.add_parser("translate", help="translate with an exported SavedModel")
-    p.add_argument("--model", required=True, help="export base or version directory")
-    p.add_argument("--signature", default="serving_default")
-    p.add_argument("--version", type=int)
-    p.add_argument("--plot-attention", help="PNG of the first sentence's cross-attention")
-    p.add_argument("sentences", nargs="*")
+    p.add_argument(
+        "--model", required=True, help="an export base or one version directory (required)"
+    )
+    p.add_argument(
+        "--signature",
+        default="serving_default",
+        choices=SIGNATURES,
+        help="the signature to run (default: %(default)s)",
+    )
+    p.add_argument("--version", type=int, help="version under an export base (default: the newest)")
+    p.add_argument(
+        "--plot-attention",
+        help="also write a PNG of the first sentence's cross-attention here (default: none)",
+    )
+    p.add_argument("sentences", nargs="*", help="sentences to translate (default: stdin)")
     p.set_defaults(run_command=_translate)
 
     p = sub.add_parser("serve", help="serve exports over TF Serving's gRPC and REST APIs")
-    p.add_argument("--model-base-path", help="folder of the model's version folders")
-    p.add_argument("--model-name", help="the name requests use for the model")
+    p.add_argument(
+        "--model-base-path",
+        help="folder of the model's version folders (required without --model-config-file)",
+    )
+    p.add_argument(
+        "--model-name",
+        help="the name requests use for the model (required without --model-config-file)",
+    )
     p.add_argument(
         "--model-config-file",
         help="a model_config_list (TF Serving's text format) of the models to "
-        "serve, instead of --model-base-path and --model-name",
+        "serve, instead of --model-base-path and --model-name (default: none)",
     )
     p.add_argument(
         "--model-config-file-poll-wait-seconds",
@@ -292,13 +406,14 @@ def build_parser():
         "--version-policy",
         choices=("latest", "all"),
         default="latest",
-        help="serve the newest version, or every version under the base path",
+        help="serve the newest version, or every version under the base path "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--version-label",
         action="append",
         metavar="LABEL=VERSION",
-        help="a label requests may name instead of a version (repeatable)",
+        help="a label requests may name instead of a version; repeatable (default: none)",
     )
     limits = _serving_limit_defaults()
     p.add_argument(
@@ -346,42 +461,31 @@ def build_parser():
     )
     p.set_defaults(run_command=_serve)
 
-    p = sub.add_parser("tune", help="search hyperparameters with keras-tuner")
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--valid")
-    p.add_argument("--data-dir")
-    p.add_argument("--tuner", choices=["random", "hyperband", "bayesian"], default="random")
-    p.add_argument("--max-trials", type=int, default=10)
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--steps-per-epoch", type=int)
-    p.add_argument("--directory", required=True)
-    p.add_argument(
-        "--objective",
-        default="val_masked_accuracy",
-        help="val_masked_accuracy, val_loss or val_bleu",
-    )
-    p.add_argument("--space", type=json.loads, help='JSON overrides, e.g. {"d_model": [64, 128]}')
-    p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--tokenizer-sample", type=int, default=200_000)
-    p.add_argument("--max-length", type=int, default=128)
-    p.add_argument("--train-best", action="store_true")
-    p.add_argument(
-        "--jit-compile", action="store_true", help="compile each trial's train step with XLA"
-    )
-    p.add_argument("--best-epochs", type=int)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--verbose", type=int, default=2)
-    p.set_defaults(run_command=_tune)
+    _tune_parser(sub)
 
     p = sub.add_parser("client", help="translate through a TF Serving gRPC server")
-    p.add_argument("--server", default="localhost:8500")
-    p.add_argument("--model", default="translator")
-    p.add_argument("--signature", default="serving_default")
+    p.add_argument(
+        "--server",
+        default="localhost:8500",
+        help="HOST:PORT of the gRPC API (default: %(default)s)",
+    )
+    p.add_argument(
+        "--model", default="translator", help="the served model's name (default: %(default)s)"
+    )
+    p.add_argument(
+        "--signature",
+        default="serving_default",
+        help=f"the signature to run; ours are {', '.join(SIGNATURES)} (default: %(default)s)",
+    )
     version = p.add_mutually_exclusive_group()
-    version.add_argument("--version", type=int)
-    version.add_argument("--version-label")
-    p.add_argument("--timeout", type=float, default=30.0)
-    p.add_argument("sentences", nargs="*")
+    version.add_argument("--version", type=int, help="a version number (default: the server's)")
+    version.add_argument(
+        "--version-label", help="a version label, e.g. stable (default: the server's)"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds for the request (default: %(default)s)"
+    )
+    p.add_argument("sentences", nargs="*", help="sentences to translate (default: stdin)")
     p.set_defaults(run_command=_client)
     return parser
 

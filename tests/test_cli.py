@@ -95,3 +95,66 @@ def test_client_names_a_version_or_a_label(monkeypatch, capsys, flags, version, 
 def test_client_refuses_a_version_and_a_label():
     with pytest.raises(SystemExit):
         cli.main(["client", "--version", "1", "--version-label", "stable", "x"])
+
+
+def _subparsers():
+    parser = cli.build_parser()
+    (sub,) = [a for a in parser._actions if a.dest == "command"]
+    return sub.choices
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["train", "evaluate", "average", "plot", "export", "translate", "serve", "tune", "client"],
+)
+def test_every_flag_says_what_it_does_its_choices_and_default(command):
+    parser = _subparsers()[command]
+    for action in parser._actions:
+        if action.dest in ("help",):
+            continue
+        help_text = action.help or ""
+        name = action.option_strings[0] if action.option_strings else action.dest
+        assert len(help_text) > 15, f"{command} {name} has no help"
+        assert "default" in help_text.lower() or "required" in help_text.lower(), (
+            f"{command} {name}: {help_text!r} names no default"
+        )
+        for choice in action.choices or ():
+            assert str(choice) in help_text or action.metavar is None, (command, name, choice)
+
+
+@pytest.mark.parametrize("command, module", [("train", "training"), ("tune", "tuning")])
+def test_config_flags_are_the_config_fields_with_their_documentation(command, module):
+    import dataclasses
+    import importlib
+
+    from keras_transformer._config_docs import attribute_docs
+
+    config_cls = {
+        "train": lambda: importlib.import_module(f"keras_transformer.{module}.config").TrainConfig,
+        "tune": lambda: importlib.import_module(f"keras_transformer.{module}.config").TuneConfig,
+    }[command]()
+    docs = attribute_docs(config_cls)
+    actions = {a.dest: a for a in _subparsers()[command]._actions}
+    for field in dataclasses.fields(config_cls):
+        assert actions[field.name].help.startswith(docs[field.name].rstrip(".")), field.name
+        for choice in field.metadata.get("choices", ()):
+            assert str(choice) in actions[field.name].help
+
+
+def test_tune_flags_override_a_config_file(monkeypatch, tmp_path):
+    from keras_transformer.tuning import search
+
+    calls = []
+    monkeypatch.setattr(search, "run_search", calls.append)
+    config = tmp_path / "tune.yaml"
+    config.write_text("dataset: synthetic\ndirectory: out\nmax-trials: 3\nepochs: 4\n")
+    assert cli.main(["tune", "--config", str(config), "--epochs", "1", "--no-train-best"]) == 0
+    (tune_config,) = calls
+    assert (tune_config.max_trials, tune_config.epochs, tune_config.train_best) == (3, 1, False)
+
+
+def test_tune_without_its_required_keys_is_one_line(capsys):
+    assert cli.main(["tune", "--dataset", "synthetic"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "keras-transformer tune: error: Missing tune config keys: ['directory']"
+    )

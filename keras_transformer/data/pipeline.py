@@ -85,6 +85,68 @@ def bucket_boundaries(max_length, smallest=8):
     return edges
 
 
+def frame_examples(dataset, source_tokenizer, target_tokenizer, max_length=128, policy="filter"):
+    """`(source, target)` strings -> `(context, target_in, target_out)` ids.
+
+    `tokenize_pairs`, with the pairs over `max_length` dropped (policy
+    `"filter"`) or cut (`"truncate"`), and the target split into decoder
+    input and label before any padding, so that no row's decoder input
+    keeps its end token.
+
+    Returns:
+        A dataset of unbatched 1-D int32 `(context, target_in, target_out)`.
+    """
+    framed = tokenize_pairs(dataset, source_tokenizer, target_tokenizer, max_length, policy)
+    if policy == "filter":
+        framed = framed.filter(lambda s, t, long: tf.logical_not(long))
+    return framed.map(lambda s, t, long: (s, t[:-1], t[1:]))
+
+
+def batch_by_tokens(examples, batch_tokens=4096, max_length=128):
+    """Groups examples of similar length into batches of about `batch_tokens`.
+
+    Args:
+        examples: unbatched `(context, target_in, target_out)` 1-D ids, as
+            `frame_examples` gives, none longer than `max_length`.
+        batch_tokens: token budget of a batch (padded, on the longer side).
+        max_length: longest sequence of `examples`.
+
+    Returns:
+        A prefetched dataset of `((context [b, s], target_in [b, t]),
+        target_out [b, t])` int32 batches, padded with 0.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> examples = tf.data.Dataset.from_tensor_slices(
+    ...     ([[5, 2]] * 10, [[1, 7]] * 10, [[7, 2]] * 10))
+    >>> (context, target_in), target_out = next(iter(batch_by_tokens(examples, 64, 8)))
+    >>> context.shape.as_list()
+    [8, 2]
+    """
+    if not isinstance(batch_tokens, int) or isinstance(batch_tokens, bool):
+        raise ValueError(f"`batch_tokens` must be an int. Received: batch_tokens={batch_tokens!r}")
+    if batch_tokens < max_length:
+        raise ValueError(
+            "`batch_tokens` must be at least `max_length` "
+            f"({max_length}). Received: batch_tokens={batch_tokens!r}"
+        )
+    edges = bucket_boundaries(max_length + 1)
+    sizes = [max(1, batch_tokens // edge) for edge in edges + [max_length + 1]]
+    batches = examples.bucket_by_sequence_length(
+        element_length_func=lambda s, t_in, t_out: tf.maximum(tf.shape(s)[0], tf.shape(t_in)[0]),
+        bucket_boundaries=[e + 1 for e in edges],
+        bucket_batch_sizes=sizes,
+        padded_shapes=([None], [None], [None]),
+        padding_values=(0, 0, 0),
+    )
+    batches = batches.map(lambda s, t_in, t_out: ((s, t_in), t_out))
+    options = tf.data.Options()
+    # Multi-worker training shards the elements, not files.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return batches.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
 def make_batches(
     dataset,
     source_tokenizer,
@@ -102,9 +164,10 @@ def make_batches(
     """Builds training batches `((context, target_in), target_out)`.
 
     Pairs are tokenized in the graph, framed with start/end tokens,
-    filtered or truncated at `max_length`, cached, shuffled, grouped into
-    buckets of similar length and batched so that each batch holds about
-    `batch_tokens` tokens (padded, on the longer side), then prefetched.
+    filtered or truncated at `max_length` (`frame_examples`), cached,
+    shuffled, grouped into buckets of similar length and batched so that
+    each batch holds about `batch_tokens` tokens (`batch_by_tokens`), then
+    prefetched.
 
     Args:
         dataset: `(source, target)` strings, see `sources.load_dataset`.
@@ -127,29 +190,11 @@ def make_batches(
             "`batch_tokens` must be an int of at least `max_length` "
             f"({max_length}). Received: batch_tokens={batch_tokens!r}"
         )
-    framed = tokenize_pairs(dataset, source_tokenizer, target_tokenizer, max_length, policy)
-    if policy == "filter":
-        framed = framed.filter(lambda s, t, long: tf.logical_not(long))
-    # Split the target before padding, so that no row's decoder input
-    # keeps its end token.
-    framed = framed.map(lambda s, t, long: (s, t[:-1], t[1:]))
+    examples = frame_examples(dataset, source_tokenizer, target_tokenizer, max_length, policy)
     if cache:
-        framed = framed.cache()
+        examples = examples.cache()
     if shuffle:
-        framed = framed.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
-        framed = framed.repeat()
-    edges = bucket_boundaries(max_length + 1)
-    sizes = [max(1, batch_tokens // edge) for edge in edges + [max_length + 1]]
-    batches = framed.bucket_by_sequence_length(
-        element_length_func=lambda s, t_in, t_out: tf.maximum(tf.shape(s)[0], tf.shape(t_in)[0]),
-        bucket_boundaries=[e + 1 for e in edges],
-        bucket_batch_sizes=sizes,
-        padded_shapes=([None], [None], [None]),
-        padding_values=(0, 0, 0),
-    )
-    batches = batches.map(lambda s, t_in, t_out: ((s, t_in), t_out))
-    options = tf.data.Options()
-    # Multi-worker training shards the elements, not files.
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return batches.with_options(options).prefetch(tf.data.AUTOTUNE)
+        examples = examples.repeat()
+    return batch_by_tokens(examples, batch_tokens, max_length)

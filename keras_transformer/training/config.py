@@ -6,6 +6,7 @@ import os
 
 from keras_transformer._extras import require
 from keras_transformer._validation import check_positive_int, check_positive_number
+from keras_transformer.data.pipeline import LENGTH_POLICIES
 from keras_transformer.models.presets import PRESETS
 
 STRATEGIES = ("auto", "mirrored", "multi_worker")
@@ -53,13 +54,14 @@ class TrainConfig:
             the run's weights load into any backend (export uses TensorFlow).
         data_dir: TFDS data directory.
         seed: random seed.
-        verbose: Keras progress output (0, 1, 2).
+        verbose: Keras progress output: 0 none, 1 a line of steps as they
+            run, 2 one line per epoch.
     """
 
     dataset: str = "synthetic"
     valid: str | None = None
     output_dir: str = "runs/default"
-    preset: str = "tiny"
+    preset: str = dataclasses.field(default="tiny", metadata={"choices": tuple(PRESETS)})
     model_overrides: dict = dataclasses.field(default_factory=dict)
     epochs: int = 10
     steps_per_epoch: int | None = None
@@ -67,7 +69,7 @@ class TrainConfig:
     average_last: int = 0
     batch_tokens: int = 4096
     max_length: int = 128
-    length_policy: str = "filter"
+    length_policy: str = dataclasses.field(default="filter", metadata={"choices": LENGTH_POLICIES})
     vocab_size: int = 8000
     tokenizer_sample: int = 200_000
     warmup_steps: int = 4000
@@ -75,13 +77,13 @@ class TrainConfig:
     label_smoothing: float = 0.1
     mixed_precision: bool = False
     jit_compile: bool = False
-    strategy: str = "auto"
+    strategy: str = dataclasses.field(default="auto", metadata={"choices": STRATEGIES})
     devices: list | None = None
-    backend: str | None = None
+    backend: str | None = dataclasses.field(default=None, metadata={"choices": BACKENDS})
     checkpoint_every: int = 200
     data_dir: str | None = None
     seed: int = 0
-    verbose: int = 1
+    verbose: int = dataclasses.field(default=1, metadata={"choices": (0, 1, 2)})
 
     def __post_init__(self):
         self.validate()
@@ -130,7 +132,7 @@ class TrainConfig:
                 f"`strategy={self.strategy!r}` is a tf.distribute strategy and needs "
                 f"backend='tensorflow'. Received: backend={self.backend!r}"
             )
-        if self.length_policy not in ("filter", "truncate"):
+        if self.length_policy not in LENGTH_POLICIES:
             raise ValueError(
                 f"`length_policy` must be filter or truncate. Received: {self.length_policy!r}"
             )

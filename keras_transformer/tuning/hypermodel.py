@@ -14,8 +14,12 @@ DEFAULT_SPACE = {
     "norm_first": [False, True],
     "warmup_steps": [500, 1000, 2000, 4000],
     "label_smoothing": [0.0, 0.1, 0.2],
+    "batch_tokens": [1024, 2048, 4096],
     "batch_size": [16, 32, 64],
 }
+# Dimensions of `fit`, not of the model: token budgets for datasets,
+# sentences for arrays.
+_BATCH_DIMENSIONS = ("batch_tokens", "batch_size")
 
 
 class TransformerHyperModel(keras_tuner.HyperModel):
@@ -23,7 +27,9 @@ class TransformerHyperModel(keras_tuner.HyperModel):
 
     The space covers `num_layers`, `d_model`, `num_heads`, `dff`,
     `dropout_rate`, `norm_first`, the schedule's `warmup_steps`,
-    `label_smoothing`, and the `batch_size` of `fit`. Each keyword override
+    `label_smoothing`, and the batches of `fit`: `batch_tokens` (the token
+    budget of the training pipeline's length-bucketed batches) for a
+    dataset of unbatched examples, `batch_size` for arrays. Each keyword override
     narrows or widens one dimension: a list gives the choices, a single
     value fixes it. `num_heads` only offers values that divide every
     `d_model` choice, so every sampled model is valid. Passing a
@@ -43,7 +49,13 @@ class TransformerHyperModel(keras_tuner.HyperModel):
     Example:
 
     >>> hypermodel = TransformerHyperModel(8000, 8000, num_layers=[1, 2], d_model=128)
-    >>> tuner = keras_tuner.RandomSearch(hypermodel, "val_masked_accuracy", max_trials=4)
+    >>> objective = keras_tuner.Objective("val_masked_accuracy", "max")
+    >>> tuner = keras_tuner.RandomSearch(
+    ...     hypermodel, objective, max_trials=4, directory=tmp_dir, project_name="doc"
+    ... )
+    >>> tuner.search_space_summary()  # doctest: +ELLIPSIS
+    Search space summary
+    ...
     """
 
     def __init__(
@@ -87,7 +99,9 @@ class TransformerHyperModel(keras_tuner.HyperModel):
         return hp.Choice(name, values)
 
     def build(self, hp):
-        config = {name: self._choice(hp, name) for name in DEFAULT_SPACE if name != "batch_size"}
+        config = {
+            name: self._choice(hp, name) for name in DEFAULT_SPACE if name not in _BATCH_DIMENSIONS
+        }
         if config["d_model"] % config["num_heads"]:
             raise ValueError(
                 f"num_heads={config['num_heads']} does not divide d_model={config['d_model']}"
@@ -112,18 +126,28 @@ class TransformerHyperModel(keras_tuner.HyperModel):
         )
 
     def fit(self, hp, model, *args, **kwargs):
-        """Fits with the sampled `batch_size` (for array inputs, or a
-        dataset of unbatched examples, which is padded into batches)."""
+        """Fits on batches of the sampled size.
+
+        A dataset of unbatched `((context, target_in), target_out)` examples
+        is batched as training batches it (`pipeline.batch_by_tokens`, with
+        the sampled `batch_tokens`); arrays get the sampled `batch_size`; a
+        dataset of batches is used as it is.
+        """
         import tensorflow as tf
 
-        batch_size = self._choice(hp, "batch_size")
+        from keras_transformer.data import pipeline
+
         x = args[0] if args else kwargs.pop("x")
         rest = args[1:]
         if isinstance(x, tf.data.Dataset):
             spec = tf.nest.flatten(x.element_spec)
             if all(s.shape.rank == 1 for s in spec):
-                x = x.padded_batch(batch_size).prefetch(tf.data.AUTOTUNE)
+                budget = self._choice(hp, "batch_tokens")
+                flat = x.map(lambda inputs, labels: (*inputs, labels))
+                # Examples are at most `max_length` long; a budget below it
+                # still batches them, one a batch, in the last bucket.
+                x = pipeline.batch_by_tokens(flat, budget, min(self.max_length, budget))
         else:
-            kwargs["batch_size"] = batch_size
+            kwargs["batch_size"] = self._choice(hp, "batch_size")
         callbacks = list(kwargs.pop("callbacks", [])) + self.objective_callbacks
         return model.fit(x, *rest, callbacks=callbacks, **kwargs)

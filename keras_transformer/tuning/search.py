@@ -10,41 +10,31 @@ An interrupted search started again with the same command resumes
 
 import json
 import os
+import shutil
 
 import keras
-import tensorflow as tf
 
 from keras_transformer._extras import require
 from keras_transformer.data import pipeline, sources
 from keras_transformer.training.run_directory import RunDirectory
 from keras_transformer.training.trainer import prepare_tokenizers
 from keras_transformer.tuning.bleu_callback import BleuCallback
+from keras_transformer.tuning.config import OBJECTIVES, TUNERS, TuneConfig
 from keras_transformer.tuning.hypermodel import TransformerHyperModel
 
-TUNERS = ("random", "hyperband", "bayesian")
+# Validation batches: one budget for every trial, so scores compare.
+VALID_BATCH_TOKENS = 4096
 
 
 def _is_chief():
     return os.environ.get("KERASTUNER_TUNER_ID", "chief") == "chief"
 
 
-def _examples(dataset, source_tokenizer, target_tokenizer, max_length):
-    """Unbatched `((source, target_in), target_out)` id sequences."""
-    framed = pipeline.tokenize_pairs(
-        dataset, source_tokenizer, target_tokenizer, max_length, "filter"
-    )
-    framed = framed.filter(lambda s, t, long: tf.logical_not(long))
-    return framed.map(lambda s, t, long: ((s, t[:-1]), t[1:])).cache()
-
-
 def make_tuner(kind, hypermodel, objective, directory, max_trials, epochs, seed=0):
     """The keras-tuner tuner `kind` (`random`, `hyperband`, `bayesian`)."""
     keras_tuner = require("keras_tuner")
 
-    direction = (
-        "max" if objective in ("val_bleu", "val_masked_accuracy", "masked_accuracy") else "min"
-    )
-    objective = keras_tuner.Objective(objective, direction)
+    objective = keras_tuner.Objective(objective, OBJECTIVES.get(objective, "min"))
     common = dict(
         objective=objective, directory=directory, project_name="search", overwrite=False, seed=seed
     )
@@ -74,98 +64,115 @@ def results_table(tuner, objective, top=10):
     return "\n".join(lines)
 
 
-def run_search(options, log=print):
-    """Runs the search described by `options` (the CLI's keys).
+def _config(options):
+    return options if isinstance(options, TuneConfig) else TuneConfig.from_dict(dict(options))
 
-    Keys: dataset, valid, data_dir, tuner, max_trials, epochs,
-    steps_per_epoch, directory, objective, train_best, vocab_size,
-    max_length, space (dict of search-space overrides), seed,
-    jit_compile.
+
+def run_search(options, log=print):
+    """Runs the search described by `options`.
+
+    Args:
+        options: a `TuneConfig`, or a dict of its keys.
+        log: where progress lines go.
 
     Returns:
         The best `keras_tuner.HyperParameters` (None on a chief, whose job
         is serving the oracle).
     """
-    directory = options["directory"]
-    os.makedirs(directory, exist_ok=True)
-    run = RunDirectory(directory)
-    keras.utils.set_random_seed(options.get("seed", 0))
-    train_pairs, stats = sources.load_dataset(options["dataset"], "train", options.get("data_dir"))
+    config = _config(options)
+    os.makedirs(config.directory, exist_ok=True)
+    run = RunDirectory(config.directory)
+    keras.utils.set_random_seed(config.seed)
+    train_pairs, stats = sources.load_dataset(config.dataset, "train", config.data_dir)
     log(f"Training pairs: {stats.pairs}")
 
     source_tok, target_tok = prepare_tokenizers(
-        run,
-        train_pairs,
-        options.get("vocab_size", 8000),
-        options.get("tokenizer_sample", 200_000),
-        log,
-        save=_is_chief(),
+        run, train_pairs, config.vocab_size, config.tokenizer_sample, log, save=_is_chief()
     )
 
-    max_length = options.get("max_length", 128)
-    valid_spec = options.get("valid") or sources.default_validation_spec(options["dataset"])
+    valid_spec = config.valid or sources.default_validation_spec(config.dataset)
     valid_spec = (valid_spec, "validation") if isinstance(valid_spec, str) else valid_spec
     if valid_spec is None:
         raise ValueError("Tuning needs validation data: pass --valid for parallel files")
-    valid_pairs, _ = sources.load_dataset(valid_spec[0], valid_spec[1], options.get("data_dir"))
+    valid_pairs, _ = sources.load_dataset(valid_spec[0], valid_spec[1], config.data_dir)
 
-    objective = options.get("objective") or "val_masked_accuracy"
     callbacks = []
-    if objective == "val_bleu":
-        src, refs = sources.sentences(valid_pairs, limit=options.get("bleu_sentences", 200))
-        callbacks.append(BleuCallback(src, refs, source_tok, target_tok, max_length=max_length))
+    if config.objective == "val_bleu":
+        src, refs = sources.sentences(valid_pairs, limit=config.bleu_sentences)
+        callbacks.append(
+            BleuCallback(src, refs, source_tok, target_tok, max_length=config.max_length)
+        )
     hypermodel = TransformerHyperModel(
         source_tok.vocab_size,
         target_tok.vocab_size,
-        max_length=max(max_length, 256),
+        max_length=max(config.max_length, 256),
         objective_callbacks=callbacks,
-        jit_compile=options.get("jit_compile", False),
-        **(options.get("space") or {}),
+        jit_compile=config.jit_compile,
+        **config.space,
     )
     tuner = make_tuner(
-        options.get("tuner", "random"),
+        config.tuner,
         hypermodel,
-        objective,
-        directory,
-        options.get("max_trials", 10),
-        options.get("epochs", 2),
-        options.get("seed", 0),
+        config.objective,
+        config.directory,
+        config.max_trials,
+        config.epochs,
+        config.seed,
     )
 
-    train_examples = _examples(train_pairs, source_tok, target_tok, max_length).shuffle(
-        10_000, seed=0
-    )
-    valid_examples = _examples(valid_pairs, source_tok, target_tok, max_length)
-    steps = options.get("steps_per_epoch")
-    if steps:
+    # The training pipeline's examples; each trial batches them by its
+    # sampled token budget (`TransformerHyperModel.fit`).
+    train_examples = pipeline.frame_examples(
+        train_pairs, source_tok, target_tok, config.max_length
+    ).cache()
+    train_examples = train_examples.shuffle(20_000, seed=config.seed)
+    if config.steps_per_epoch:
         train_examples = train_examples.repeat()
+    train_examples = train_examples.map(lambda s, t_in, t_out: ((s, t_in), t_out))
+    valid_batches = pipeline.make_batches(
+        valid_pairs,
+        source_tok,
+        target_tok,
+        batch_tokens=max(VALID_BATCH_TOKENS, config.max_length),
+        max_length=config.max_length,
+        shuffle=False,
+    )
     tuner.search(
         train_examples,
-        validation_data=valid_examples.padded_batch(64),
-        epochs=options.get("epochs", 2),
-        steps_per_epoch=steps,
-        verbose=options.get("verbose", 2),
+        validation_data=valid_batches,
+        epochs=config.epochs,
+        steps_per_epoch=config.steps_per_epoch,
+        verbose=config.verbose,
     )
     if not _is_chief() and "KERASTUNER_ORACLE_IP" in os.environ:
         return None
-    log("\n" + results_table(tuner, objective))
+    log("\n" + results_table(tuner, config.objective))
     best = tuner.get_best_hyperparameters(1)[0]
-    with open(os.path.join(directory, "best_hyperparameters.json"), "w") as f:
+    with open(os.path.join(config.directory, "best_hyperparameters.json"), "w") as f:
         json.dump(best.values, f, indent=2, sort_keys=True)
     log(f"Best hyperparameters: {json.dumps(best.values, sort_keys=True)}")
-    if options.get("train_best"):
-        train_best(options, best, run, log)
+    if config.train_best:
+        train_best(config, best, run, log)
     return best
 
 
 def train_best(options, best, search_run, log=print):
     """Trains the best configuration into `DIRECTORY/best_run`, a normal run
-    directory that `evaluate` and `export` accept."""
-    import shutil
+    directory that `evaluate` and `export` accept.
 
+    Args:
+        options: the search's `TuneConfig` (or a dict of its keys).
+        best: the best `keras_tuner.HyperParameters`.
+        search_run: the search's `RunDirectory` (its tokenizers are reused).
+        log: where progress lines go.
+
+    Returns:
+        The path of the run directory.
+    """
     from keras_transformer.training import TrainConfig, train
 
-    output = os.path.join(options["directory"], "best_run")
+    config = _config(options)
+    output = os.path.join(config.directory, "best_run")
     target = RunDirectory(output)
     os.makedirs(os.path.dirname(target.source_tokenizer), exist_ok=True)
     for name in ("source", "target"):
@@ -175,10 +182,10 @@ def train_best(options, best, search_run, log=print):
                 os.path.join(target.path, "tokenizers", name + ext),
             )
     values = best.values
-    config = TrainConfig(
-        dataset=options["dataset"],
-        valid=options.get("valid"),
-        data_dir=options.get("data_dir"),
+    train_config = TrainConfig(
+        dataset=config.dataset,
+        valid=config.valid,
+        data_dir=config.data_dir,
         output_dir=output,
         preset="tiny",
         model_overrides={
@@ -187,12 +194,15 @@ def train_best(options, best, search_run, log=print):
         },
         warmup_steps=int(values["warmup_steps"]),
         label_smoothing=float(values["label_smoothing"]),
-        epochs=options.get("best_epochs") or options.get("epochs", 2),
-        steps_per_epoch=options.get("steps_per_epoch"),
-        max_length=options.get("max_length", 128),
-        vocab_size=options.get("vocab_size", 8000),
-        verbose=options.get("verbose", 2),
+        batch_tokens=int(values.get("batch_tokens", 4096)),
+        epochs=config.best_epochs or config.epochs,
+        steps_per_epoch=config.steps_per_epoch,
+        max_length=config.max_length,
+        vocab_size=config.vocab_size,
+        tokenizer_sample=config.tokenizer_sample,
+        seed=config.seed,
+        verbose=config.verbose,
     )
     log(f"Training the best configuration into {output}")
-    train(config, log=log)
+    train(train_config, log=log)
     return output

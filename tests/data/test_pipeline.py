@@ -97,3 +97,26 @@ def test_invalid_arguments(setup):
         make_batches(dataset, src, tgt, batch_tokens=10, max_length=64)
     with pytest.raises(ValueError, match="policy"):
         tokenize_pairs(dataset, src, tgt, 32, policy="wrap")
+
+
+@pytest.mark.parametrize("budget", [64, 300, 1000])
+def test_batch_by_tokens_keeps_every_example_within_budget(setup, budget):
+    from keras_transformer.data.pipeline import batch_by_tokens, frame_examples
+
+    _, src, tgt, dataset = setup
+    examples = frame_examples(dataset, src, tgt, max_length=64)
+    expected = sorted(tuple(s.numpy()) for s, _, _ in examples)
+    seen = []
+    for (context, target_in), target_out in batch_by_tokens(examples, budget, 64):
+        assert context.shape[0] * max(context.shape[1], target_in.shape[1]) <= budget
+        assert target_in.shape == target_out.shape
+        seen += [tuple(row[row != 0]) for row in context.numpy()]
+    assert sorted(seen) == expected
+
+
+def test_batch_by_tokens_refuses_a_budget_below_max_length(setup):
+    from keras_transformer.data.pipeline import batch_by_tokens, frame_examples
+
+    _, src, tgt, dataset = setup
+    with pytest.raises(ValueError, match="batch_tokens"):
+        batch_by_tokens(frame_examples(dataset, src, tgt, max_length=64), 32, 64)

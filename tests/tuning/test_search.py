@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ SPACE = json.dumps(
         "dff": [32],
         "dropout_rate": [0.0],
         "warmup_steps": [10, 20],
-        "batch_size": [8, 16],
+        "batch_tokens": [256, 512],
     }
 )
 
@@ -80,6 +81,9 @@ def test_two_trial_search_end_to_end(parallel_files, tmp_path, objective):
     best = json.load(open(os.path.join(directory, "best_hyperparameters.json")))
     assert best["d_model"] % best["num_heads"] == 0
     assert "trial" in out and objective in out  # the results table
+    # Each trial shows its steps as they run (and, past one epoch, its
+    # epochs), as `train` does.
+    assert re.search(r"(?<!\d)3/3(?!\d)", out), out[-3000:]
     if objective == "val_masked_accuracy":
         from keras_transformer.training import load_run
 
@@ -134,6 +138,4 @@ def test_distributed_search_shares_trials(parallel_files, tmp_path):
     assignments = [json.dumps(t["hyperparameters"]["values"], sort_keys=True) for t in completed]
     assert len(set(assignments)) == len(assignments)
     # One epoch per trial: across the workers' logs, each trial trained once.
-    import re
-
     assert sum(len(re.findall(r" - val_masked_accuracy: ", out)) for out in outs) == 4

@@ -1,0 +1,168 @@
+"""Fixtures of the test suite and of the docstring examples (doctests)."""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+# Seeded once: `tf.random.set_seed` clears TensorFlow's eager kernel cache,
+# which frees tokenizer resources that module-scoped fixtures already made.
+keras.utils.set_random_seed(1234)
+
+
+@pytest.fixture(autouse=True)
+def _policy():
+    yield
+    keras.config.set_dtype_policy("float32")
+
+
+@pytest.fixture(autouse=True)
+def _torch_inference(request):
+    """Under PyTorch, tests read outputs as NumPy, which a tensor that
+    tracks gradients refuses: only tests marked `trains` track them."""
+    if keras.backend.backend() != "torch" or request.node.get_closest_marker("trains"):
+        yield
+        return
+    import torch
+
+    with torch.no_grad():
+        yield
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+@pytest.fixture(scope="session")
+def synthetic_tfds(tmp_path_factory):
+    """A TFDS data directory with the synthetic corpus built, for tests that
+    only read it (building it takes ~25 s; tests/data builds its own)."""
+    from keras_transformer.data import sources
+
+    data_dir = str(tmp_path_factory.mktemp("tfds"))
+    sources.load_dataset("synthetic", "train", data_dir)
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory, synthetic_tfds):
+    """A tiny model trained briefly on the synthetic data, via the CLI.
+
+    Good enough to translate (not well): the tests compare routes, not
+    quality.
+    """
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("trained")
+    run = str(root / "run")
+    args = [
+        sys.executable,
+        "-m",
+        "keras_transformer.cli",
+        "train",
+        "--dataset",
+        "synthetic",
+        "--data-dir",
+        synthetic_tfds,
+        "--output-dir",
+        run,
+        "--preset",
+        "tiny",
+        "--model-overrides",
+        '{"num_layers": 1, "d_model": 64, "num_heads": 4, "dff": 128, "dropout_rate": 0.0}',
+        "--vocab-size",
+        "300",
+        "--tokenizer-sample",
+        "5000",
+        "--batch-tokens",
+        "2048",
+        "--max-length",
+        "64",
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        "40",
+        "--warmup-steps",
+        "40",
+        "--lr-scale",
+        "2.0",
+        "--verbose",
+        "2",
+    ]
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return {"run": run, "tfds": synthetic_tfds}
+
+
+@pytest.fixture(scope="session")
+def parallel_files(tmp_path_factory):
+    """Small synthetic corpus as parallel text files (train and test)."""
+    root = tmp_path_factory.mktemp("corpus")
+    from keras_transformer.data.synthetic import generate_pairs
+
+    pairs = generate_pairs(1200, seed=21)
+    paths = {}
+    for split, chunk in (("train", pairs[:1000]), ("test", pairs[1000:1040])):
+        for side, lang in ((0, "en"), (1, "de")):
+            path = root / f"{split}.{lang}"
+            path.write_text("\n".join(p[side] for p in chunk) + "\n", encoding="utf-8")
+            paths[f"{split}.{lang}"] = str(path)
+    return paths
+
+
+@pytest.fixture(scope="session")
+def export_base(trained_run, tmp_path_factory):
+    """The trained run exported once as version 1 of a model base path."""
+    from keras_transformer.export import export_run
+    from tests.export.exported import BEAM_SIZE, MAX_LENGTH
+
+    base = str(tmp_path_factory.mktemp("exports") / "translator")
+    export_run(trained_run["run"], base, max_length=MAX_LENGTH, beam_size=BEAM_SIZE)
+    return base
+
+
+# Names the docstring examples may use without defining them: the
+# examples stay short, and they run against a real trained run and export.
+_DOCTEST_RESOURCES = {
+    "data_dir": ("synthetic_tfds",),
+    "export_dir": ("export_base",),
+    "export_base": ("export_base",),
+    "model": ("trained_run",),
+}
+
+
+@pytest.fixture(autouse=True)
+def _doctest_globals(request, doctest_namespace):
+    if not hasattr(request.node, "dtest"):  # not a doctest
+        return
+    doctest_namespace.update(np=np, keras=keras, tmp_dir=str(request.getfixturevalue("tmp_path")))
+    source = "\n".join(example.source for example in request.node.dtest.examples)
+    needed = {name for name in _DOCTEST_RESOURCES if name in source}
+    if "data_dir" in needed:
+        doctest_namespace["data_dir"] = request.getfixturevalue("synthetic_tfds")
+    if needed & {"export_dir", "export_base"}:
+        base = request.getfixturevalue("export_base")
+        doctest_namespace.update(export_base=base, export_dir=os.path.join(base, "1"))
+    if "build()" in source:
+        from keras_transformer.export import cc_loader
+
+        try:
+            cc_loader.build()
+        except cc_loader.CcLoaderUnavailable as error:
+            pytest.skip(str(error))
+    if "model" in needed:
+        from keras_transformer.training import load_run
+
+        model, source_tokenizer, target_tokenizer, _ = load_run(
+            request.getfixturevalue("trained_run")["run"]
+        )
+        doctest_namespace.update(
+            model=model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer
+        )

@@ -1,0 +1,139 @@
+"""Search configuration: one set of keys for `tune`'s flags and `run_search`."""
+
+import dataclasses
+
+from keras_transformer._validation import check_positive_int
+from keras_transformer.tuning.hypermodel import DEFAULT_SPACE
+
+TUNERS = ("random", "hyperband", "bayesian")
+# Objectives and whether larger is better.
+OBJECTIVES = {
+    "val_masked_accuracy": "max",
+    "val_loss": "min",
+    "val_bleu": "max",
+    "masked_accuracy": "max",
+    "loss": "min",
+}
+
+
+@dataclasses.dataclass
+class TuneConfig:
+    """Everything `tune` needs.
+
+    Attributes:
+        dataset: `synthetic`, `parallel:SRC,TGT` or `tfds:NAME`.
+        directory: where the search keeps its trials, tokenizers and
+            results; a search started again here resumes.
+        valid: validation data (same forms); default: the dataset's
+            validation split (parallel files have none: pass it).
+        data_dir: TFDS data directory.
+        tuner: keras-tuner's search algorithm.
+        max_trials: how many hyperparameter sets are tried (Hyperband
+            decides its own count from `epochs`).
+        epochs: epochs of each trial.
+        steps_per_epoch: batches per epoch (the data repeats); None for
+            full passes over the training data.
+        objective: the metric the search maximizes (accuracies, BLEU) or
+            minimizes (losses).
+        space: JSON dict of search-space overrides, e.g. `{"d_model": [64,
+            128]}`: a list gives the choices, a value fixes the dimension.
+            Dimensions: num_layers, d_model, num_heads, dff, dropout_rate,
+            norm_first, warmup_steps, label_smoothing and batch_tokens (their
+            default choices: `TransformerHyperModel`'s `DEFAULT_SPACE`).
+        vocab_size: subword vocabulary size of each language.
+        tokenizer_sample: sentences used to learn each vocabulary.
+        max_length: longest framed sequence; longer pairs are left out.
+        bleu_sentences: validation sentences translated for `val_bleu`.
+        train_best: after the search, train the best configuration into
+            `DIRECTORY/best_run` (a run `evaluate` and `export` accept).
+        best_epochs: epochs of that training; None for `epochs`.
+        jit_compile: compile each trial's train step with XLA.
+        seed: random seed of the search and of the data order.
+        verbose: Keras progress output of each trial: 0 none, 1 a line of
+            steps as they run, 2 one line per epoch.
+    """
+
+    dataset: str
+    directory: str
+    valid: str | None = None
+    data_dir: str | None = None
+    tuner: str = dataclasses.field(default="random", metadata={"choices": TUNERS})
+    max_trials: int = 10
+    epochs: int = 2
+    steps_per_epoch: int | None = None
+    objective: str = dataclasses.field(
+        default="val_masked_accuracy", metadata={"choices": tuple(OBJECTIVES)}
+    )
+    space: dict = dataclasses.field(default_factory=dict)
+    vocab_size: int = 8000
+    tokenizer_sample: int = 200_000
+    max_length: int = 128
+    bleu_sentences: int = 200
+    train_best: bool = False
+    best_epochs: int | None = None
+    jit_compile: bool = False
+    seed: int = 0
+    verbose: int = dataclasses.field(default=1, metadata={"choices": (0, 1, 2)})
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        for name in ("dataset", "directory"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"`{name}` is required. Received: {name}={getattr(self, name)!r}")
+        if self.tuner not in TUNERS:
+            raise ValueError(f"`tuner` must be one of {TUNERS}. Received: tuner={self.tuner!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(
+                f"`objective` must be one of {tuple(OBJECTIVES)}. "
+                f"Received: objective={self.objective!r}"
+            )
+        for name in ("max_trials", "epochs", "vocab_size", "tokenizer_sample", "max_length"):
+            check_positive_int(name, getattr(self, name))
+        check_positive_int("bleu_sentences", self.bleu_sentences)
+        for name in ("steps_per_epoch", "best_epochs"):
+            if getattr(self, name) is not None:
+                check_positive_int(name, getattr(self, name))
+        if self.verbose not in (0, 1, 2):
+            raise ValueError(f"`verbose` must be 0, 1 or 2. Received: verbose={self.verbose!r}")
+        if not isinstance(self.space, dict):
+            raise ValueError(f"`space` must be a dict. Received: space={self.space!r}")
+        unknown = sorted(set(self.space) - set(DEFAULT_SPACE))
+        if unknown:
+            raise ValueError(f"Unknown search dimensions {unknown}; known: {sorted(DEFAULT_SPACE)}")
+        if "batch_size" in self.space:
+            # Trials get the training pipeline's token-budget batches.
+            raise ValueError(
+                "The search batches by tokens: give `batch_tokens` in the space "
+                "instead of `batch_size` (which applies to array inputs of "
+                "`TransformerHyperModel.fit`)"
+            )
+        budgets = self.space.get("batch_tokens", DEFAULT_SPACE["batch_tokens"])
+        budgets = budgets if isinstance(budgets, (list, tuple)) else [budgets]
+        if any(not isinstance(b, int) or b < self.max_length for b in budgets):
+            raise ValueError(
+                f"Every `batch_tokens` of the space must be an int of at least "
+                f"max_length={self.max_length}. Received: {budgets}"
+            )
+
+    @classmethod
+    def from_dict(cls, values):
+        """A `TuneConfig` from a dict of its keys; unknown or missing keys are named."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(fields))
+        if unknown:
+            raise ValueError(f"Unknown tune config keys: {unknown}. Known keys: {sorted(fields)}")
+        missing = [
+            name
+            for name, f in fields.items()
+            if f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+            and values.get(name) is None
+        ]
+        if missing:
+            raise ValueError(f"Missing tune config keys: {missing}")
+        return cls(**values)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
