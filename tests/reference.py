@@ -25,22 +25,25 @@ def weights_by_name(layer):
     }
 
 
+def mha_probs(query, value, w, mask=None):
+    """The attention weights `[batch, heads, Tq, Tk]` of `mha`."""
+    q = np.einsum("btd,dnh->btnh", query, w["query_kernel"]) + w["query_bias"]
+    k = np.einsum("bsd,dnh->bsnh", value, w["key_kernel"]) + w["key_bias"]
+    logits = np.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(q.shape[-1])
+    if mask is None:
+        return softmax(logits)
+    m = mask[:, None]
+    return np.where(m, softmax(np.where(m, logits, -1e30)), 0.0)
+
+
 def mha(query, value, w, mask=None):
     """w: dict with query/key/value/attention_output kernels and biases.
 
     mask: [batch, Tq, Tk] bool, True = attend. Fully masked rows attend to
     nothing.
     """
-    q = np.einsum("btd,dnh->btnh", query, w["query_kernel"]) + w["query_bias"]
-    k = np.einsum("bsd,dnh->bsnh", value, w["key_kernel"]) + w["key_bias"]
+    probs = mha_probs(query, value, w, mask)
     v = np.einsum("bsd,dnh->bsnh", value, w["value_kernel"]) + w["value_bias"]
-    logits = np.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(q.shape[-1])
-    if mask is not None:
-        m = mask[:, None]
-        logits = np.where(m, logits, -1e30)
-        probs = np.where(m, softmax(logits), 0.0)
-    else:
-        probs = softmax(logits)
     ctx = np.einsum("bnts,bsnh->btnh", probs, v)
     return np.einsum("btnh,nhd->btd", ctx, w["output_kernel"]) + w["output_bias"]
 

@@ -1,16 +1,15 @@
-"""What the encoder and decoder blocks share: arguments and residual wiring."""
+"""What the encoder and decoder blocks share: arguments, sublayers and
+residual wiring; and what the stacks share: the loop that builds them."""
 
 import keras
 
 from keras_transformer._validation import check_positive_int
+from keras_transformer.layers._initializers import clone_initializer
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.feed_forward import FeedForward
 
 # Layer norm epsilon of tensor2tensor and the reference implementations.
 LAYER_NORM_EPSILON = 1e-6
-
-
-def clone_initializer(initializer):
-    """A fresh copy, so that sublayers do not share one seeded initializer."""
-    return initializer.__class__.from_config(initializer.get_config())
 
 
 def validate_block_args(d_model, num_heads, dff, dropout):
@@ -117,6 +116,44 @@ class BlockLayer(keras.layers.Layer):
             bias_initializer=clone_initializer(self.bias_initializer),
         )
 
+    def _make_attention(self, name):
+        """A `MultiHeadAttention` sublayer of this block's width and options."""
+        return MultiHeadAttention(
+            self.num_heads,
+            self.d_model // self.num_heads,
+            dropout=self.dropout,
+            dtype=self.dtype_policy,
+            name=name,
+            **self.initializers(),
+        )
+
+    def _build_feed_forward(self, inputs_shape):
+        """Builds the feed-forward sublayer and its layer norm."""
+        self.feed_forward = FeedForward(
+            self.d_model,
+            self.dff,
+            dropout=self.dropout,
+            activation=self.activation,
+            dtype=self.dtype_policy,
+            name="feed_forward",
+            **self.initializers(),
+        )
+        self.feed_forward.build(inputs_shape)
+        self.feed_forward_norm = layer_norm(self, "feed_forward_norm")
+        self.feed_forward_norm.build(inputs_shape)
+
+    def _feed_forward_residual(self, x, training):
+        """The feed-forward sublayer with its residual connection and norm."""
+        y, _ = residual(
+            x,
+            lambda z: (self.feed_forward(z, training=training), None),
+            self.feed_forward_norm,
+            None,  # FeedForward drops its own output
+            self.norm_first,
+            training,
+        )
+        return y
+
     def block_options(self):
         """What a stack passes on to each of its blocks."""
         return dict(
@@ -137,6 +174,25 @@ class StackLayer(BlockLayer):
         super().__init__(d_model, num_heads, dff, *args, **kwargs)
         check_positive_int("num_layers", num_layers)
         self.num_layers = num_layers
+
+    def _build_stack(self, block_class, inputs_shape, *other_shapes):
+        """Builds `num_layers` blocks of `block_class` (each built on
+        `inputs_shape, *other_shapes`) and, when pre-norm, the final norm."""
+        self.blocks = []
+        for i in range(self.num_layers):
+            block = block_class(
+                self.d_model,
+                self.num_heads,
+                self.dff,
+                name=f"block_{i}",
+                **self.block_options(),
+            )
+            block.build(inputs_shape, *other_shapes)
+            self.blocks.append(block)
+        self.final_norm = None
+        if self.norm_first:
+            self.final_norm = layer_norm(self, "final_norm")
+            self.final_norm.build(inputs_shape)
 
     def get_config(self):
         return {**super().get_config(), "num_layers": self.num_layers}

@@ -46,33 +46,24 @@ class Decoder(_blocks.StackLayer):
         cross_cache: stacked cross-attention cache.
         cache_index: position of `inputs[:, 0]`.
         training: whether dropout is active.
+        return_attention_scores: also return the last block's
+            cross-attention weights `[batch, heads, target_length,
+            source_length]`.
 
     Returns:
-        `[batch, target_length, d_model]`, or `(outputs, cache)`.
+        `[batch, target_length, d_model]`, or `(outputs, cache)`; either
+        followed by the cross-attention weights when
+        `return_attention_scores=True`.
 
     Example:
 
     >>> decoder = Decoder(2, d_model=16, num_heads=2, dff=32)
-    >>> decoder(keras.ops.ones((1, 3, 16)), keras.ops.ones((1, 5, 16))).shape
+    >>> tuple(decoder(keras.ops.ones((1, 3, 16)), keras.ops.ones((1, 5, 16))).shape)
     (1, 3, 16)
     """
 
     def build(self, inputs_shape, encoder_outputs_shape=None):
-        self.blocks = []
-        for i in range(self.num_layers):
-            block = DecoderBlock(
-                self.d_model,
-                self.num_heads,
-                self.dff,
-                name=f"block_{i}",
-                **self.block_options(),
-            )
-            block.build(inputs_shape, encoder_outputs_shape)
-            self.blocks.append(block)
-        self.final_norm = None
-        if self.norm_first:
-            self.final_norm = _blocks.layer_norm(self, "final_norm")
-            self.final_norm.build(inputs_shape)
+        self._build_stack(DecoderBlock, inputs_shape, encoder_outputs_shape)
 
     def init_cache(self, batch_size, max_length):
         """Empty stacked self-attention cache."""
@@ -87,18 +78,17 @@ class Decoder(_blocks.StackLayer):
     def cross_attention_scores(
         self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None
     ):
-        """Cross-attention weights of the last block, `[batch, heads, t, s]`."""
-        x = inputs
-        for block in self.blocks[:-1]:
-            x = block(
-                x,
-                encoder_outputs,
-                inputs_mask=inputs_mask,
-                encoder_outputs_mask=encoder_outputs_mask,
-            )
-        return self.blocks[-1].cross_attention_scores(
-            x, encoder_outputs, inputs_mask, encoder_outputs_mask
+        """Cross-attention weights of the last block, `[batch, heads, t, s]`
+        (inference mode); the same as `call(..., return_attention_scores=True)[1]`."""
+        _, scores = self(
+            inputs,
+            encoder_outputs,
+            inputs_mask=inputs_mask,
+            encoder_outputs_mask=encoder_outputs_mask,
+            training=False,
+            return_attention_scores=True,
         )
+        return scores
 
     def call(
         self,
@@ -111,10 +101,14 @@ class Decoder(_blocks.StackLayer):
         cross_cache=None,
         cache_index=None,
         training=None,
+        return_attention_scores=False,
     ):
         x = inputs
         new_caches = []
+        scores = None
         for i, block in enumerate(self.blocks):
+            # Only the last block's alignment is returned, as the paper plots it.
+            with_scores = return_attention_scores and i == self.num_layers - 1
             outputs = block(
                 x,
                 encoder_outputs,
@@ -125,16 +119,22 @@ class Decoder(_blocks.StackLayer):
                 cross_attention_cache=_layer_cache(cross_cache, i),
                 cache_index=cache_index,
                 training=training,
+                return_attention_scores=with_scores,
             )
-            if cache is None:
-                x = outputs
-            else:
-                x, block_cache = outputs
-                new_caches.append(block_cache)
+            outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+            x = outputs[0]
+            if cache is not None:
+                new_caches.append(outputs[1])
+            if with_scores:
+                scores = outputs[-1]
         if self.final_norm is not None:
             x = self.final_norm(x)
-        if cache is None:
-            return x
-        if isinstance(cache, (list, tuple)):
-            return x, type(cache)(new_caches)
-        return x, ops.stack(new_caches, axis=1)
+        results = (x,)
+        if cache is not None:
+            if isinstance(cache, (list, tuple)):
+                results += (type(cache)(new_caches),)
+            else:
+                results += (ops.stack(new_caches, axis=1),)
+        if return_attention_scores:
+            results += (scores,)
+        return results[0] if len(results) == 1 else results

@@ -3,8 +3,6 @@
 import keras
 
 from keras_transformer.layers import _blocks
-from keras_transformer.layers.attention import MultiHeadAttention
-from keras_transformer.layers.feed_forward import FeedForward
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -46,54 +44,42 @@ class DecoderBlock(_blocks.BlockLayer):
         cross_attention_cache: `[batch, 2, source_length, heads, head_dim]`.
         cache_index: position of `inputs[:, 0]` in the sequence.
         training: whether dropout is active.
+        return_attention_scores: also return the cross-attention weights
+            `[batch, heads, target_length, source_length]` (as keras-hub's
+            `TransformerDecoder`), e.g. to plot an alignment.
 
     Returns:
-        `[batch, target_length, d_model]`, or `(outputs, self_attention_cache)`
-        when a self-attention cache is given.
+        `[batch, target_length, d_model]`; `(outputs, self_attention_cache)`
+        when a self-attention cache is given; either followed by the
+        cross-attention weights when `return_attention_scores=True`.
 
     Example:
 
     >>> block = DecoderBlock(d_model=16, num_heads=2, dff=32)
-    >>> block(keras.ops.ones((2, 4, 16)), keras.ops.ones((2, 6, 16))).shape
+    >>> tuple(block(keras.ops.ones((2, 4, 16)), keras.ops.ones((2, 6, 16))).shape)
     (2, 4, 16)
+    >>> outputs, scores = block(
+    ...     keras.ops.ones((2, 4, 16)), keras.ops.ones((2, 6, 16)), return_attention_scores=True
+    ... )
+    >>> tuple(scores.shape)
+    (2, 2, 4, 6)
     """
-
-    def _attention(self, name):
-        return MultiHeadAttention(
-            self.num_heads,
-            self.d_model // self.num_heads,
-            dropout=self.dropout,
-            dtype=self.dtype_policy,
-            name=name,
-            **self.initializers(),
-        )
 
     def build(self, inputs_shape, encoder_outputs_shape=None):
         _blocks.check_input_depth(self, inputs_shape)
-        self.self_attention = self._attention("self_attention")
+        self.self_attention = self._make_attention("self_attention")
         self.self_attention.build(inputs_shape, inputs_shape)
         self.self_attention_norm = _blocks.layer_norm(self, "self_attention_norm")
         self.self_attention_norm.build(inputs_shape)
         self.self_attention_dropout = _blocks.dropout(self, "self_attention_dropout")
         # Always built, so that weights do not depend on the first call.
-        self.cross_attention = self._attention("cross_attention")
+        self.cross_attention = self._make_attention("cross_attention")
         memory_shape = encoder_outputs_shape or inputs_shape
         self.cross_attention.build(inputs_shape, memory_shape)
         self.cross_attention_norm = _blocks.layer_norm(self, "cross_attention_norm")
         self.cross_attention_norm.build(inputs_shape)
         self.cross_attention_dropout = _blocks.dropout(self, "cross_attention_dropout")
-        self.feed_forward = FeedForward(
-            self.d_model,
-            self.dff,
-            dropout=self.dropout,
-            activation=self.activation,
-            dtype=self.dtype_policy,
-            name="feed_forward",
-            **self.initializers(),
-        )
-        self.feed_forward.build(inputs_shape)
-        self.feed_forward_norm = _blocks.layer_norm(self, "feed_forward_norm")
-        self.feed_forward_norm.build(inputs_shape)
+        self._build_feed_forward(inputs_shape)
 
     def init_cache(self, batch_size, max_length):
         """Empty self-attention cache `[batch, 2, max_length, heads, head_dim]`."""
@@ -114,10 +100,17 @@ class DecoderBlock(_blocks.BlockLayer):
         cross_attention_cache=None,
         cache_index=None,
         training=None,
+        return_attention_scores=False,
     ):
         if self_attention_cache is not None and cache_index is None:
             raise ValueError(
                 "`cache_index` is required with `self_attention_cache`. Received: cache_index=None"
+            )
+        has_memory = encoder_outputs is not None or cross_attention_cache is not None
+        if return_attention_scores and not has_memory:
+            raise ValueError(
+                "`return_attention_scores=True` returns the cross-attention weights and "
+                "needs `encoder_outputs` (or `cross_attention_cache`)"
             )
 
         def self_attend(x):
@@ -144,18 +137,20 @@ class DecoderBlock(_blocks.BlockLayer):
             )
 
         def cross_attend(x):
-            y = self.cross_attention(
+            outputs = self.cross_attention(
                 x,
                 encoder_outputs,
                 training=training,
                 cache=cross_attention_cache,
                 query_mask=inputs_mask,
                 value_mask=encoder_outputs_mask,
+                return_attention_scores=return_attention_scores,
             )
-            return (y[0] if cross_attention_cache is not None else y), None
-
-        def feed_forward(x):
-            return self.feed_forward(x, training=training), None
+            if not isinstance(outputs, (tuple, list)):
+                return outputs, None
+            # (y, scores), (y, cache) or (y, scores, cache): the cross
+            # cache is not updated, so only the scores travel on.
+            return outputs[0], (outputs[1] if return_attention_scores else None)
 
         x, cache = _blocks.residual(
             inputs,
@@ -165,8 +160,9 @@ class DecoderBlock(_blocks.BlockLayer):
             self.norm_first,
             training,
         )
-        if encoder_outputs is not None or cross_attention_cache is not None:
-            x, _ = _blocks.residual(
+        scores = None
+        if has_memory:
+            x, scores = _blocks.residual(
                 x,
                 cross_attend,
                 self.cross_attention_norm,
@@ -174,44 +170,26 @@ class DecoderBlock(_blocks.BlockLayer):
                 self.norm_first,
                 training,
             )
-        x, _ = _blocks.residual(
-            x,
-            feed_forward,
-            self.feed_forward_norm,
-            None,  # FeedForward drops its own output
-            self.norm_first,
-            training,
-        )
+        x = self._feed_forward_residual(x, training)
+        outputs = (x,)
         if self_attention_cache is not None:
-            return x, cache
-        return x
+            outputs += (cache,)
+        if return_attention_scores:
+            outputs += (scores,)
+        return outputs[0] if len(outputs) == 1 else outputs
 
     def cross_attention_scores(
         self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None
     ):
         """The cross-attention weights `[batch, heads, target_length,
-        source_length]` of this block for `inputs` (inference mode)."""
-
-        def self_attend(x):
-            y = self.self_attention(
-                x, x, use_causal_mask=True, query_mask=inputs_mask, value_mask=inputs_mask
-            )
-            return y, None
-
-        x, _ = _blocks.residual(
+        source_length]` of this block for `inputs` (inference mode); the
+        same as `call(..., return_attention_scores=True)[1]`."""
+        _, scores = self(
             inputs,
-            self_attend,
-            self.self_attention_norm,
-            self.self_attention_dropout,
-            self.norm_first,
-            False,
-        )
-        query = self.cross_attention_norm(x) if self.norm_first else x
-        _, scores = self.cross_attention(
-            query,
             encoder_outputs,
+            inputs_mask=inputs_mask,
+            encoder_outputs_mask=encoder_outputs_mask,
+            training=False,
             return_attention_scores=True,
-            query_mask=inputs_mask,
-            value_mask=encoder_outputs_mask,
         )
         return scores

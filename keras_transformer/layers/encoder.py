@@ -33,26 +33,13 @@ class Encoder(_blocks.StackLayer):
 
     Example:
 
-    >>> Encoder(2, d_model=16, num_heads=2, dff=32)(keras.ops.ones((1, 3, 16))).shape
+    >>> encoder = Encoder(2, d_model=16, num_heads=2, dff=32)
+    >>> tuple(encoder(keras.ops.ones((1, 3, 16))).shape)
     (1, 3, 16)
     """
 
     def build(self, input_shape):
-        self.blocks = []
-        for i in range(self.num_layers):
-            block = EncoderBlock(
-                self.d_model,
-                self.num_heads,
-                self.dff,
-                name=f"block_{i}",
-                **self.block_options(),
-            )
-            block.build(input_shape)
-            self.blocks.append(block)
-        self.final_norm = None
-        if self.norm_first:
-            self.final_norm = _blocks.layer_norm(self, "final_norm")
-            self.final_norm.build(input_shape)
+        self._build_stack(EncoderBlock, input_shape)
 
     def call(self, inputs, mask=None, attention_mask=None, training=None, inputs_mask=None):
         padding_mask = mask if mask is not None else inputs_mask

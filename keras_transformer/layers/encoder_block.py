@@ -3,8 +3,6 @@
 import keras
 
 from keras_transformer.layers import _blocks
-from keras_transformer.layers.attention import MultiHeadAttention
-from keras_transformer.layers.feed_forward import FeedForward
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -44,36 +42,18 @@ class EncoderBlock(_blocks.BlockLayer):
     Example:
 
     >>> block = EncoderBlock(d_model=16, num_heads=2, dff=32)
-    >>> block(keras.ops.ones((2, 5, 16))).shape
+    >>> tuple(block(keras.ops.ones((2, 5, 16))).shape)
     (2, 5, 16)
     """
 
     def build(self, input_shape):
         _blocks.check_input_depth(self, input_shape)
-        self.self_attention = MultiHeadAttention(
-            self.num_heads,
-            self.d_model // self.num_heads,
-            dropout=self.dropout,
-            dtype=self.dtype_policy,
-            name="self_attention",
-            **self.initializers(),
-        )
+        self.self_attention = self._make_attention("self_attention")
         self.self_attention.build(input_shape, input_shape)
         self.self_attention_norm = _blocks.layer_norm(self, "self_attention_norm")
         self.self_attention_norm.build(input_shape)
         self.self_attention_dropout = _blocks.dropout(self, "self_attention_dropout")
-        self.feed_forward = FeedForward(
-            self.d_model,
-            self.dff,
-            dropout=self.dropout,
-            activation=self.activation,
-            dtype=self.dtype_policy,
-            name="feed_forward",
-            **self.initializers(),
-        )
-        self.feed_forward.build(input_shape)
-        self.feed_forward_norm = _blocks.layer_norm(self, "feed_forward_norm")
-        self.feed_forward_norm.build(input_shape)
+        self._build_feed_forward(input_shape)
 
     def call(self, inputs, mask=None, attention_mask=None, training=None, inputs_mask=None):
         # Keras fills `inputs_mask` instead of `mask` when `attention_mask`
@@ -91,9 +71,6 @@ class EncoderBlock(_blocks.BlockLayer):
             )
             return y, None
 
-        def feed_forward(x):
-            return self.feed_forward(x, training=training), None
-
         x, _ = _blocks.residual(
             inputs,
             attend,
@@ -102,12 +79,4 @@ class EncoderBlock(_blocks.BlockLayer):
             self.norm_first,
             training,
         )
-        x, _ = _blocks.residual(
-            x,
-            feed_forward,
-            self.feed_forward_norm,
-            None,  # FeedForward drops its own output
-            self.norm_first,
-            training,
-        )
-        return x
+        return self._feed_forward_residual(x, training)

@@ -3,7 +3,7 @@
 import keras
 
 from keras_transformer._validation import check_positive_int
-from keras_transformer.layers._blocks import clone_initializer
+from keras_transformer.layers._initializers import clone_initializer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -33,7 +33,7 @@ class FeedForward(keras.layers.Layer):
 
     Example:
 
-    >>> FeedForward(d_model=8, dff=32)(keras.ops.ones((2, 3, 8))).shape
+    >>> tuple(FeedForward(d_model=8, dff=32)(keras.ops.ones((2, 3, 8))).shape)
     (2, 3, 8)
     """
 

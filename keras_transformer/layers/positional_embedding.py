@@ -40,7 +40,7 @@ class PositionalEmbedding(keras.layers.Layer):
     Example:
 
     >>> layer = PositionalEmbedding(vocab_size=100, d_model=16)
-    >>> layer(np.array([[5, 6, 0]])).shape
+    >>> tuple(layer(np.array([[5, 6, 0]])).shape)
     (1, 3, 16)
     """
 

@@ -44,7 +44,7 @@ class Transformer(keras.Model):
 
     >>> model = Transformer.from_preset("tiny", 100, 120)
     >>> logits = model((np.ones((2, 7)), np.ones((2, 5))))
-    >>> logits.shape
+    >>> tuple(logits.shape)
     (2, 5, 120)
     """
 
@@ -299,11 +299,13 @@ class Transformer(keras.Model):
         """
         encoded = self.encode(context_ids, training=False)
         x = self.target_embedding(target_ids)
-        scores = self.decoder.cross_attention_scores(
+        _, scores = self.decoder(
             x,
             encoded,
             inputs_mask=ops.not_equal(target_ids, 0),
             encoder_outputs_mask=ops.not_equal(context_ids, 0),
+            training=False,
+            return_attention_scores=True,
         )
         return ops.mean(ops.cast(scores, "float32"), axis=1)
 

@@ -27,7 +27,9 @@ def encoder_block(block, x, padding):
     return _sublayer(x, _ffn(block), block.feed_forward_norm, block.norm_first)
 
 
-def decoder_block(block, x, memory, target_padding, source_padding):
+def decoder_block(block, x, memory, target_padding, source_padding, return_scores=False):
+    """The block's outputs; with `return_scores`, also its cross-attention
+    weights `[batch, heads, t, s]`."""
     x, memory = x.astype(np.float64), memory.astype(np.float64)
     t = x.shape[1]
     self_mask = (
@@ -41,10 +43,14 @@ def decoder_block(block, x, memory, target_padding, source_padding):
     x = _sublayer(
         x, lambda h: reference.mha(h, h, ws, self_mask), block.self_attention_norm, block.norm_first
     )
-    x = _sublayer(
-        x,
-        lambda h: reference.mha(h, memory, wc, cross_mask),
-        block.cross_attention_norm,
-        block.norm_first,
-    )
-    return _sublayer(x, _ffn(block), block.feed_forward_norm, block.norm_first)
+    queries = []
+
+    def cross(h):
+        queries.append(h)
+        return reference.mha(h, memory, wc, cross_mask)
+
+    x = _sublayer(x, cross, block.cross_attention_norm, block.norm_first)
+    outputs = _sublayer(x, _ffn(block), block.feed_forward_norm, block.norm_first)
+    if not return_scores:
+        return outputs
+    return outputs, reference.mha_probs(queries[0], memory, wc, cross_mask)

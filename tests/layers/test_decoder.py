@@ -35,6 +35,35 @@ def test_cache_equals_full_pass(rng, norm_first, layout):
             assert tuple(cache[0].shape) == (3, 2, 8, 4, 4)
 
 
-def test_config_round_trip():
-    decoder = Decoder(2, 16, 4, 32, dropout=0.3, norm_first=True)
-    assert Decoder.from_config(decoder.get_config()).get_config() == decoder.get_config()
+@pytest.mark.parametrize("with_cache", [False, True])
+def test_returns_the_last_blocks_cross_attention(rng, with_cache):
+    from tests.backends import to_numpy
+
+    decoder = Decoder(2, 16, 4, 32, dropout=0.0)
+    x = rng.normal(size=(2, 3, 16)).astype("float32")
+    memory = rng.normal(size=(2, 5, 16)).astype("float32")
+    spad = np.arange(5)[None] < np.array([[5], [2]])
+    out, scores = decoder(x, memory, encoder_outputs_mask=spad, return_attention_scores=True)
+    np.testing.assert_allclose(
+        to_numpy(out), to_numpy(decoder(x, memory, encoder_outputs_mask=spad)), atol=1e-6
+    )
+    hidden = decoder.blocks[0](x, memory, encoder_outputs_mask=spad)
+    _, expected = decoder.blocks[1](
+        hidden, memory, encoder_outputs_mask=spad, return_attention_scores=True
+    )
+    np.testing.assert_allclose(to_numpy(scores), to_numpy(expected), atol=1e-6)
+    assert np.all(to_numpy(scores)[1, :, :, 2:] == 0)  # padded source positions
+    if with_cache:
+        cache = decoder.init_cache(2, 3)
+        cross = decoder.precompute_cross_cache(memory)
+        step, cache, step_scores = decoder(
+            x[:, :1],
+            encoder_outputs_mask=spad,
+            cache=cache,
+            cross_cache=cross,
+            cache_index=0,
+            return_attention_scores=True,
+        )
+        np.testing.assert_allclose(
+            to_numpy(step_scores)[:, :, 0], to_numpy(scores)[:, :, 0], atol=1e-5
+        )
