@@ -6,7 +6,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 # What runs under every Keras backend (TensorFlow runs the whole suite).
-BACKEND_TESTS := tests/layers tests/models tests/test_losses.py tests/test_metrics.py tests/test_schedules.py
+BACKEND_TESTS := tests/layers tests/models tests/test_losses.py tests/test_metrics.py tests/test_schedules.py \
+	keras_transformer/layers keras_transformer/models keras_transformer/losses.py \
+	keras_transformer/metrics.py keras_transformer/schedules.py
 
 .PHONY: demo test lint install benchmark clean
 

@@ -18,7 +18,12 @@ class MaskedAccuracy(keras.metrics.Metric):
 
     Example:
 
-    >>> model.compile(optimizer="adam", loss=..., metrics=[MaskedAccuracy()])
+    >>> metric = MaskedAccuracy()
+    >>> y_true = np.array([[1, 2, 0]])  # the last token is padding
+    >>> y_pred = np.eye(3)[[[1, 0, 2]]]  # right, wrong, (padding)
+    >>> metric.update_state(y_true, y_pred)
+    >>> float(metric.result())
+    0.5
     """
 
     def __init__(self, pad_id=0, name="masked_accuracy", **kwargs):

@@ -164,7 +164,9 @@ def load_dataset(spec, split="train", data_dir=None):
 
     Example:
 
-    >>> dataset, stats = load_dataset("synthetic", "validation", "/tmp/tfds")
+    >>> dataset, stats = load_dataset("synthetic", "validation", data_dir)
+    >>> stats.pairs
+    1000
     """
     kind, argument = parse_spec(spec)
     if kind == SYNTHETIC:

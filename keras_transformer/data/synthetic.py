@@ -274,8 +274,11 @@ def generate_pairs(num_pairs, seed=0, min_words=3, max_words=40):
 
     Example:
 
-    >>> generate_pairs(1, seed=3)[0]  # doctest: +SKIP
-    ('The old dog sees a red ball.', 'Der alte Hund sieht einen roten Ball.')
+    >>> english, german = generate_pairs(1, seed=3)[0]
+    >>> english
+    'A tired fast dog follows a beautiful cat.'
+    >>> german
+    'Ein müder schneller Hund folgt einer schönen Katze.'
     """
     if num_pairs < 0:
         raise ValueError(f"`num_pairs` must be >= 0. Received: num_pairs={num_pairs}")

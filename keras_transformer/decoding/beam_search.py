@@ -88,9 +88,23 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
 
     Example:
 
-    >>> sequences, scores = beam_search(model.decode_step, start_ids,
-    ...     model.init_decoding_state(context, 32), beam_size=4,
-    ...     max_length=32, end_id=3)
+    A bigram table as the step function (with a `Transformer`, pass
+    `model.decode_step` and `model.init_decoding_state(context_ids,
+    max_length)`): after the start token 2, token 4 (p=0.6) or the end
+    token 3 (p=0.37); after 4, the end token (p=0.9).
+
+    >>> import tensorflow as tf
+    >>> uniform = [0.2] * 5
+    >>> table = tf.math.log([uniform, uniform, [0.01, 0.01, 0.01, 0.37, 0.6],
+    ...                      uniform, [0.01, 0.01, 0.01, 0.9, 0.07]])
+    >>> def step(ids, index, state):
+    ...     return tf.gather(table, ids), state
+    >>> sequences, scores = beam_search(step, tf.constant([2]), {}, beam_size=2,
+    ...                                 max_length=3, end_id=3, alpha=0.0)
+    >>> sequences.numpy().tolist()
+    [[[4, 3, 0], [3, 0, 0]]]
+    >>> [round(float(s), 3) for s in scores[0]]  # log(0.6 * 0.9), log(0.37)
+    [-0.616, -0.994]
     """
     beam_size, max_length, end_id, alpha = _common.check_arguments(
         beam_size, max_length, end_id, alpha

@@ -44,8 +44,20 @@ def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, al
 
     Example:
 
-    >>> sequences, scores = greedy_search(model.decode_step, start_ids,
-    ...     model.init_decoding_state(context, 32), max_length=32, end_id=3)
+    With the bigram table of `beam_search`'s example (a `Transformer`
+    gives `model.decode_step` and `model.init_decoding_state(context_ids,
+    max_length)` instead):
+
+    >>> import tensorflow as tf
+    >>> uniform = [0.2] * 5
+    >>> table = tf.math.log([uniform, uniform, [0.01, 0.01, 0.01, 0.37, 0.6],
+    ...                      uniform, [0.01, 0.01, 0.01, 0.9, 0.07]])
+    >>> def step(ids, index, state):
+    ...     return tf.gather(table, ids), state
+    >>> sequences, scores = greedy_search(step, tf.constant([2]), {}, max_length=3,
+    ...                                   end_id=3, alpha=0.0)
+    >>> sequences.numpy().tolist()
+    [[[4, 3, 0]]]
     """
     _check_removed(removed)
     _, max_length, end_id, alpha = _common.check_arguments(1, max_length, end_id, alpha)

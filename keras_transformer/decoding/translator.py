@@ -28,7 +28,9 @@ class Translator(tf.Module):
     Example:
 
     >>> translator = Translator(model, source_tokenizer, target_tokenizer)
-    >>> translator.translate(tf.constant(["The dog sleeps."]))["translation"]
+    >>> outputs = translator.translate(tf.constant(["The child takes the woman."]))
+    >>> sorted(outputs), outputs["translation"].dtype
+    (['score', 'translation'], tf.string)
     """
 
     def __init__(

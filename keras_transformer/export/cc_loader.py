@@ -10,10 +10,10 @@ signature. An export that runs here runs in TF Serving's runtime.
 Example:
 
 >>> binary = build()
->>> outputs, latencies = run(binary, "exports/translator/1", "serving_default",
-...                          ["The dog sleeps."])
->>> outputs["translation"]
-array([b'Der Hund schl\\xc3\\xa4ft.'], dtype=object)
+>>> outputs, latencies = run(binary, export_dir, "serving_default",
+...                          ["The child takes the woman."])
+>>> sorted(outputs), outputs["translation"].dtype
+(['score', 'translation'], dtype('O'))
 """
 
 import glob

@@ -33,9 +33,10 @@ class SessionModel:
 
     Example:
 
-    >>> model = SessionModel("exports/translator/1")
-    >>> model.run("serving_default", {"text": np.array([b"The dog sleeps."])})
-    {'translation': array([b'Der Hund schl\\xc3\\xa4ft.'], dtype=object), ...}
+    >>> session = SessionModel(export_dir)
+    >>> outputs = session.run("serving_default", {"text": np.array([b"The child sleeps."])})
+    >>> sorted(outputs), outputs["translation"].shape
+    (['score', 'translation'], (1,))
     """
 
     def __init__(self, export_dir):

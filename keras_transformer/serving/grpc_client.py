@@ -3,11 +3,17 @@
 Works against `tensorflow_model_server` and `keras-transformer serve`
 alike, through `tensorflow-serving-api`.
 
-Example:
+Example, against `keras-transformer serve` started here on a free port
+(`tensorflow_model_server --port=8500 ...` is called the same way):
 
->>> with GrpcTranslationClient("localhost:8500", "translator") as client:
-...     client.translate(["The dog sleeps."])["translation"]
-['Der Hund schläft.']
+>>> from keras_transformer.serving.model_config import ModelEntry
+>>> from keras_transformer.serving.server import start
+>>> serving = start([ModelEntry("translator", export_base)], port=0)
+>>> with GrpcTranslationClient(f"localhost:{serving.grpc_port}", "translator") as client:
+...     outputs = client.translate(["The child sleeps."])
+>>> sorted(outputs), outputs["version"], type(outputs["translation"][0])
+(['score', 'translation', 'version'], 1, <class 'str'>)
+>>> serving.stop()
 """
 
 import grpc

@@ -298,22 +298,3 @@ def test_cache_needs_equal_key_and_value_dims():
     layer = MultiHeadAttention(2, 4, value_dim=6)
     with pytest.raises(ValueError, match="value_dim"):
         layer.init_cache(1, 4)
-
-
-def test_config_round_trip(rng):
-    layer = MultiHeadAttention(
-        HEADS,
-        KEY_DIM,
-        value_dim=5,
-        dropout=0.2,
-        use_bias=False,
-        kernel_initializer="he_normal",
-        name="att",
-    )
-    clone = MultiHeadAttention.from_config(layer.get_config())
-    assert clone.get_config() == layer.get_config()
-    x = rng.normal(size=(2, 4, DIM)).astype("float32")
-    layer(x, x)
-    clone(x, x)
-    clone.set_weights(layer.get_weights())
-    np.testing.assert_allclose(clone(x, x), layer(x, x), atol=1e-6)

@@ -81,8 +81,3 @@ def test_invalid_arguments(kwargs, match):
 def test_wrong_input_depth():
     with pytest.raises(ValueError, match="d_model=8"):
         EncoderBlock(8, 2, 16)(np.ones((1, 3, 6), "float32"))
-
-
-def test_config_round_trip():
-    block = EncoderBlock(D, HEADS, DFF, dropout=0.2, norm_first=True, activation="gelu")
-    assert EncoderBlock.from_config(block.get_config()).get_config() == block.get_config()

@@ -31,8 +31,3 @@ def test_dropout_only_in_training(rng):
 def test_invalid_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         FeedForward(**kwargs)
-
-
-def test_config_round_trip():
-    layer = FeedForward(6, 10, dropout=0.2, activation="gelu")
-    assert FeedForward.from_config(layer.get_config()).get_config() == layer.get_config()

@@ -69,11 +69,3 @@ def test_too_long_sequence_is_a_clear_error():
 def test_invalid_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         PositionalEmbedding(**kwargs)
-
-
-def test_config_round_trip():
-    layer = PositionalEmbedding(
-        20, 8, max_length=12, position_encoding="learned", scale_embeddings=False, mask_zero=False
-    )
-    clone = PositionalEmbedding.from_config(layer.get_config())
-    assert clone.get_config() == layer.get_config()
