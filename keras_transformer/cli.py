@@ -177,6 +177,9 @@ def _export(args):
         beam_size=args.beam_size,
         alpha=args.alpha,
         max_length=args.max_length,
+        sampling_temperature=args.sampling_temperature,
+        sampling_topk=args.sampling_topk,
+        sampling_topp=args.sampling_topp,
     )
     print(path)
 
@@ -194,6 +197,18 @@ def _translate(args):
     )
     for line in results:
         print(line)
+
+
+def _score(args):
+    from keras_transformer.data.sources import read_lines
+    from keras_transformer.export.local import score_with_savedmodel
+
+    sources, targets = read_lines(args.source), read_lines(args.target)
+    log_probs, lengths = score_with_savedmodel(
+        args.model, sources, targets, version=args.version, batch_size=args.batch_size
+    )
+    for log_prob, length in zip(log_probs, lengths):
+        print(f"{log_prob / length:.6f}" if args.normalize else f"{log_prob:.6f}")
 
 
 def _serve(args):
@@ -287,7 +302,7 @@ def _serving_limit_defaults():
 
 
 def build_parser():
-    from keras_transformer.export.servable import SIGNATURES
+    from keras_transformer.export.servable import SIGNATURE_INPUTS, SIGNATURES
 
     parser = argparse.ArgumentParser(prog="keras-transformer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -345,7 +360,55 @@ def build_parser():
     )
     _add_weights_flag(p)
     _add_decoding_flags(p)
+    p.add_argument(
+        "--sampling-temperature",
+        type=float,
+        default=1.0,
+        help="temperature of the translate_sample signature: above 1 flatter, below 1 "
+        "sharper (default: %(default)s)",
+    )
+    p.add_argument(
+        "--sampling-topk",
+        type=int,
+        default=0,
+        help="translate_sample draws from the k most likely tokens; 0 for all, 1 is "
+        "greedy (default: %(default)s)",
+    )
+    p.add_argument(
+        "--sampling-topp",
+        type=float,
+        default=1.0,
+        help="translate_sample draws from the fewest most likely tokens whose "
+        "probability reaches p (nucleus sampling); 1 for all (default: %(default)s)",
+    )
     p.set_defaults(run_command=_export)
+
+    p = sub.add_parser(
+        "score", help="log-probability of given translations under an exported model"
+    )
+    p.add_argument(
+        "--model", required=True, help="an export base or one version directory (required)"
+    )
+    p.add_argument(
+        "--source", required=True, help="text file of source sentences, one a line (required)"
+    )
+    p.add_argument(
+        "--target",
+        required=True,
+        help="text file of their translations, line by line with --source (required)",
+    )
+    p.add_argument("--version", type=int, help="version under an export base (default: the newest)")
+    p.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="divide each log-probability by its token count, end token included "
+        "(default: off, the sum)",
+    )
+    p.add_argument(
+        "--batch-size", type=int, default=64, help="pairs scored together (default: %(default)s)"
+    )
+    p.set_defaults(run_command=_score)
 
     p = sub.add_parser("translate", help="translate with an exported SavedModel")
     p.add_argument(
@@ -354,8 +417,8 @@ def build_parser():
     p.add_argument(
         "--signature",
         default="serving_default",
-        choices=SIGNATURES,
-        help="the signature to run (default: %(default)s)",
+        choices=[s for s in SIGNATURES if SIGNATURE_INPUTS[s] == ("text",)],
+        help="the signature to run (`score` has its own command) (default: %(default)s)",
     )
     p.add_argument("--version", type=int, help="version under an export base (default: the newest)")
     p.add_argument(

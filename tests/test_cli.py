@@ -105,7 +105,18 @@ def _subparsers():
 
 @pytest.mark.parametrize(
     "command",
-    ["train", "evaluate", "average", "plot", "export", "translate", "serve", "tune", "client"],
+    [
+        "train",
+        "evaluate",
+        "average",
+        "plot",
+        "export",
+        "translate",
+        "score",
+        "serve",
+        "tune",
+        "client",
+    ],
 )
 def test_every_flag_says_what_it_does_its_choices_and_default(command):
     parser = _subparsers()[command]

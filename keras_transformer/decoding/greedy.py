@@ -9,7 +9,7 @@ from keras_transformer.decoding import _common
 
 
 class GreedyState(NamedTuple):
-    """The loop state of `greedy_search`."""
+    """The loop state of `greedy_search` and `sample_search`."""
 
     i: Any  # [] int32: the position being generated
     ids: Any  # [batch] int32: the last token of each row
@@ -60,6 +60,24 @@ def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, al
     [[[4, 3, 0]]]
     """
     _check_removed(removed)
+
+    def most_likely(step_log_probs, index):
+        return tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
+
+    return token_by_token(
+        step_fn, initial_ids, initial_state, most_likely, max_length=max_length, end_id=end_id,
+        alpha=alpha,
+    )  # fmt: skip
+
+
+@tf.autograph.experimental.do_not_convert
+def token_by_token(step_fn, initial_ids, initial_state, choose, *, max_length, end_id, alpha=0.6):
+    """The loop of greedy search and sampling: one token a step, chosen by
+    `choose(step_log_probs [batch, vocab], index) -> tokens [batch] int32`,
+    until every row has ended. The scores are the model's log-probabilities
+    of the chosen tokens (whatever `choose` did to pick them), summed and
+    length-normalized; the arguments and returns are `greedy_search`'s.
+    """
     _, max_length, end_id, alpha = _common.check_arguments(1, max_length, end_id, alpha)
     initial_ids = tf.cast(initial_ids, tf.int32)
     batch = tf.shape(initial_ids)[0]
@@ -79,7 +97,7 @@ def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, al
     def body(s):
         logits, state = step_fn(s.ids, s.i, s.state)
         step_log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [batch, vocab]
-        tokens = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)  # [batch]
+        tokens = choose(step_log_probs, s.i)  # [batch]
         token_log_probs = tf.gather(step_log_probs, tokens, batch_dims=1)  # [batch]
         tokens = tf.where(s.finished, 0, tokens)
         return (

@@ -7,6 +7,7 @@ from keras_transformer.data.tokenizer import END_ID, START_ID
 from keras_transformer.decoding import _common
 from keras_transformer.decoding.beam_search import beam_search
 from keras_transformer.decoding.greedy import greedy_search
+from keras_transformer.decoding.sampling import check_sampling, sample_search
 
 
 class Translator(tf.Module):
@@ -24,6 +25,9 @@ class Translator(tf.Module):
         max_input_length: longest source, in tokens (at most the model's
             `max_length`).
         max_output_length: longest translation, in tokens.
+        sampling_temperature, sampling_topk, sampling_topp: the
+            distribution `translate_sample` draws from (see
+            `sampling.filter_logits`; defaults: the model's own, unfiltered).
 
     Example:
 
@@ -42,6 +46,9 @@ class Translator(tf.Module):
         alpha=0.6,
         max_input_length=None,
         max_output_length=None,
+        sampling_temperature=1.0,
+        sampling_topk=0,
+        sampling_topp=1.0,
         name=None,
     ):
         super().__init__(name=name)
@@ -55,6 +62,9 @@ class Translator(tf.Module):
         self.max_output_length = int(min(max_output_length or 128, limit))
         if self.beam_size < 1:
             raise ValueError(f"`beam_size` must be >= 1. Received: beam_size={beam_size}")
+        self.sampling_temperature, self.sampling_topk, self.sampling_topp = check_sampling(
+            sampling_temperature, sampling_topk, sampling_topp
+        )
 
     def encode_text(self, text):
         """`[batch]` strings -> padded source ids `[batch, length]`."""
@@ -65,7 +75,7 @@ class Translator(tf.Module):
         return ids.to_tensor(default_value=0)  # [batch, source_length]
 
     @tf.autograph.experimental.do_not_convert
-    def _search(self, context, beam_size):
+    def _search(self, context, beam_size, sample=False, seed=None):
         batch = tf.shape(context)[0]
         state = self.model.init_decoding_state(context, self.max_output_length)
         # The encoder's keys, values and mask are the same for every beam of
@@ -87,6 +97,17 @@ class Translator(tf.Module):
 
         start = tf.fill([batch], START_ID)
         options = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)
+        if sample:
+            return sample_search(
+                step,
+                start,
+                {"cache": cache},
+                temperature=self.sampling_temperature,
+                top_k=self.sampling_topk,
+                top_p=self.sampling_topp,
+                seed=seed,
+                **options,
+            )
         if beam_size == 1:
             return greedy_search(step, start, {"cache": cache}, **options)
         return beam_search(step, start, {"cache": cache}, beam_size=beam_size, **options)
@@ -139,6 +160,67 @@ class Translator(tf.Module):
     def translate_greedy(self, text):
         """Greedy translation: `{"translation": [batch], "score": [batch]}`."""
         return self.translate(text, beam_size=1)
+
+    def translate_sample(self, text, seed=None):
+        """A translation drawn from the model, token by token, with the
+        sampling options of the constructor (`sampling_topk=1` is greedy).
+
+        Args:
+            text: `[batch]` strings.
+            seed: an int for samples that repeat; None samples anew.
+
+        Returns:
+            `{"translation": [batch], "score": [batch]}`, the score being the
+            sample's length-normalized log-probability under the model.
+        """
+        text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
+        sequences, scores = self._search(self.encode_text(text), 1, sample=True, seed=seed)
+        empty = tf.equal(tf.strings.length(tf.strings.strip(text)), 0)
+        translation = tf.where(empty, "", self._detokenize(sequences)[:, 0])
+        return {"translation": translation, "score": scores[:, 0]}
+
+    def score(self, text, translation):
+        """How likely the model finds each given translation of each text.
+
+        The translation is tokenized, cut to `max_output_length - 1` tokens
+        and closed with the end token; one teacher-forced pass gives every
+        token's log-probability (as fairseq-score and OpenNMT-tf's `score`).
+        Text is scored as the tokenizer segments it: a sampled translation
+        whose pieces were not that segmentation (rare pieces drawn one by
+        one) scores as the segmentation of its text.
+
+        Args:
+            text: `[batch]` source strings.
+            translation: `[batch]` target strings, row by row with `text`.
+
+        Returns:
+            `{"log_prob": [batch] float32, "length": [batch] int32}`: the sum
+            of the tokens' log-probabilities, end token included, and the
+            number of tokens summed. For the greedy translation this is
+            greedy search's own log-probability (its `score` before the
+            length penalty).
+        """
+        text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
+        translation = tf.reshape(tf.convert_to_tensor(translation, tf.string), [-1])
+        rows_match = tf.debugging.assert_equal(
+            tf.size(text),
+            tf.size(translation),
+            message="`text` and `translation` must have the same number of rows",
+        )
+        with tf.control_dependencies([rows_match]):
+            context = self.encode_text(text)
+        ids = self.target_tokenizer.tokenize(translation)[:, : self.max_output_length - 1]
+        rows = ids.nrows()
+        labels = tf.concat([ids, tf.fill([rows, 1], END_ID)], axis=1)
+        inputs = tf.concat([tf.fill([rows, 1], START_ID), ids], axis=1).to_tensor(0)
+        lengths = tf.cast(labels.row_lengths(), tf.int32)
+        labels = labels.to_tensor(0)
+        logits = self.model((context, inputs), training=False)
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        token_log_probs = tf.gather(log_probs, labels, batch_dims=2)  # [batch, length]
+        real = tf.sequence_mask(lengths, tf.shape(labels)[1])
+        log_prob = tf.reduce_sum(tf.where(real, token_log_probs, 0.0), axis=-1)
+        return {"log_prob": log_prob, "length": lengths}
 
     def translate_batches(self, sentences, batch_size=64, beam_size=None):
         """Translates a Python list of str in batches; returns a list of str."""

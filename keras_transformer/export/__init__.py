@@ -7,6 +7,7 @@ _extras.require("tensorflow_text", "serving")
 
 from keras_transformer.export.servability import NotServableError, check_servable
 from keras_transformer.export.servable import (
+    SIGNATURE_INPUTS,
     SIGNATURES,
     export_run,
     export_translator,
@@ -17,6 +18,7 @@ from keras_transformer.export.session_model import SessionModel, SignatureError,
 
 __all__ = [
     "NotServableError",
+    "SIGNATURE_INPUTS",
     "SIGNATURES",
     "SessionModel",
     "SignatureError",

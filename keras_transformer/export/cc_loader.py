@@ -99,8 +99,11 @@ def run(binary, export_dir, signature, sentences, repeats=1, libraries=None, tim
     Args:
         binary: from `build()`.
         export_dir: a SavedModel version directory.
-        signature: the signature to run (its input is string `text`).
-        sentences: list of str, one input row each (no newlines).
+        signature: the signature to run.
+        sentences: list of str, one row of the string input `text` each;
+            or a dict of such lists by input name, for signatures of
+            several inputs (`score`: `text` and `translation`). No
+            newlines or tabs.
         repeats: how many times to run it; latencies are per run.
         libraries: op libraries to load first (default: `op_libraries()`).
         timeout: seconds.
@@ -112,13 +115,18 @@ def run(binary, export_dir, signature, sentences, repeats=1, libraries=None, tim
     Raises:
         CcLoadError: the load or the run failed; the message is the loader's.
     """
-    if any("\n" in s for s in sentences):
-        raise ValueError("Sentences are sent one a line and cannot contain newlines")
+    columns = sentences if isinstance(sentences, dict) else {"text": sentences}
+    names = sorted(columns)
+    rows = list(zip(*(columns[name] for name in names)))
+    if any(len(columns[name]) != len(rows) for name in names):
+        raise ValueError(f"The inputs {names} must have the same number of rows")
+    if any("\n" in s or "\t" in s for row in rows for s in row):
+        raise ValueError("Rows are sent one a line, tab-separated: no newlines or tabs")
     libraries = op_libraries() if libraries is None else list(libraries)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     result = subprocess.run(
         [binary, export_dir, signature, str(repeats), *libraries],
-        input="".join(s + "\n" for s in sentences).encode("utf-8"),
+        input="".join("\t".join(row) + "\n" for row in rows).encode("utf-8"),
         capture_output=True, env=env, timeout=timeout,
     )  # fmt: skip
     if result.returncode != 0:

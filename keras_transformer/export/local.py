@@ -40,3 +40,34 @@ def translate_with_savedmodel(
     if "translations" in outputs:
         return [" ||| ".join(t.decode("utf-8") for t in row) for row in outputs["translations"]]
     return [t.decode("utf-8") for t in outputs["translation"]]
+
+
+def score_with_savedmodel(model_path, sources, targets, version=None, batch_size=64):
+    """The export's `score` of each target given its source.
+
+    Returns:
+        `(log_probs, lengths)`: NumPy float32 and int32 arrays, one entry a
+        pair, in order.
+    """
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"One target a source: received {len(sources)} sources and {len(targets)} targets"
+        )
+    model = SessionModel(resolve_version_dir(model_path, version))
+    log_probs, lengths = [], []
+    try:
+        for begin in range(0, len(sources), batch_size):
+            inputs = {
+                name: np.array(
+                    [s.encode("utf-8") for s in lines[begin : begin + batch_size]], dtype=object
+                )
+                for name, lines in (("text", sources), ("translation", targets))
+            }
+            outputs = model.run("score", inputs)
+            log_probs.append(outputs["log_prob"])
+            lengths.append(outputs["length"])
+    finally:
+        model.close()
+    if not log_probs:
+        return np.zeros([0], np.float32), np.zeros([0], np.int32)
+    return np.concatenate(log_probs), np.concatenate(lengths)

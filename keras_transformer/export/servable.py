@@ -12,7 +12,16 @@ from keras_transformer.decoding.translator import Translator
 from keras_transformer.export.servability import check_servable
 from keras_transformer.export.warmup import write_warmup_requests
 
-SIGNATURES = ("serving_default", "translate_nbest", "translate_greedy", "attention")
+SIGNATURES = (
+    "serving_default",
+    "translate_nbest",
+    "translate_greedy",
+    "attention",
+    "translate_sample",
+    "score",
+)
+# The string inputs of each signature (all `[batch]`).
+SIGNATURE_INPUTS = {name: ("text",) for name in SIGNATURES} | {"score": ("text", "translation")}
 
 
 def export_translator(
@@ -25,13 +34,16 @@ def export_translator(
     alpha=0.6,
     max_length=128,
     max_input_length=None,
+    sampling_temperature=1.0,
+    sampling_topk=0,
+    sampling_topp=1.0,
     check=True,
     warmup=True,
 ):
     """Writes a SavedModel that TF Serving runs, with the tokenizers inside.
 
     Signatures (method `tensorflow/serving/predict`, input `text`: string
-    `[batch]`):
+    `[batch]`, and for `score` also `translation`):
 
     - `serving_default`: `translation` string `[batch]`, `score` float32
       `[batch]` (length-normalized log-probability of the best beam).
@@ -41,6 +53,14 @@ def export_translator(
     - `attention`: `source_tokens` `[batch, s]`, `target_tokens` `[batch,
       t]` (subword pieces of the best beam) and `weights` `[batch, t, s]`,
       the cross-attention behind `translate --plot-attention`.
+    - `translate_sample`: `translation`, `score` drawn token by token from
+      the model with the sampling options fixed here (`sampling_topk=1`
+      is greedy); the score is the sample's length-normalized
+      log-probability under the model. A new draw on every request.
+    - `score`: inputs `text` and `translation`; outputs `log_prob` float32
+      `[batch]` (the sum of the translation's token log-probabilities, end
+      token included) and `length` int32 `[batch]` (tokens summed), for
+      reranking and corpus filtering.
 
     Inputs longer than `max_input_length` tokens are truncated; an empty
     string translates to an empty string; invalid UTF-8 bytes are replaced
@@ -56,6 +76,8 @@ def export_translator(
         max_length: longest translation, in tokens.
         max_input_length: longest input, in tokens (default 256, and at most
             the model's `max_length`).
+        sampling_temperature, sampling_topk, sampling_topp: the sampling
+            of `translate_sample` (defaults: the model's own distribution).
         check: run `check_servable` on the result.
         warmup: write TF Serving's warmup records
             (`assets.extra/tf_serving_warmup_requests`: batches of 1 and 8
@@ -75,6 +97,9 @@ def export_translator(
         alpha=alpha,
         max_input_length=max_input_length,
         max_output_length=max_length,
+        sampling_temperature=sampling_temperature,
+        sampling_topk=sampling_topk,
+        sampling_topp=sampling_topp,
     )
 
     def clean(text):
@@ -96,18 +121,30 @@ def export_translator(
     def attention(text):
         return translator.attention(clean(text))
 
+    def translate_sample(text):
+        return translator.translate_sample(clean(text))
+
+    def score(text, translation):
+        return translator.score(clean(text), clean(translation))
+
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.track(source_tokenizer)
     archive.track(target_tokenizer)
-    spec = [tf.TensorSpec([None], tf.string, name="text")]
-    for name, fn in zip(
-        SIGNATURES, (serving_default, translate_nbest, translate_greedy, attention)
-    ):
+    functions = (
+        serving_default,
+        translate_nbest,
+        translate_greedy,
+        attention,
+        translate_sample,
+        score,
+    )
+    for name, fn in zip(SIGNATURES, functions):
+        spec = [tf.TensorSpec([None], tf.string, name=n) for n in SIGNATURE_INPUTS[name]]
         archive.add_endpoint(name, fn, input_signature=spec)
     archive.write_out(export_dir, verbose=False)
     if warmup:
-        write_warmup_requests(export_dir, SIGNATURES)
+        write_warmup_requests(export_dir, SIGNATURE_INPUTS)
     if check:
         check_servable(export_dir)
     return export_dir

@@ -88,6 +88,9 @@ class SessionModel:
                     raise SignatureError(
                         f"Input {key!r} must have rank {rank}; received shape {list(value.shape)}"
                     )
+        rows = {key: len(value) for key, value in inputs.items() if np.ndim(value)}
+        if len(set(rows.values())) > 1:
+            raise SignatureError(f"The inputs must have the same number of rows; received {rows}")
 
     def run(self, name, inputs):
         """Runs signature `name` on `inputs` (dict of numpy arrays)."""

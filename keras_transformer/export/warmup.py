@@ -30,7 +30,9 @@ def write_warmup_requests(export_dir, signatures, sentences=DEFAULT_SENTENCES, b
 
     Args:
         export_dir: a written SavedModel.
-        signatures: the signature names to warm up (input `text`).
+        signatures: the signature names to warm up (input `text`), or a
+            dict of signature names to their string input names (each
+            input gets the same sentences).
         sentences: inputs, cycled to fill each batch.
         batch_sizes: one request of each size per signature.
 
@@ -39,13 +41,18 @@ def write_warmup_requests(export_dir, signatures, sentences=DEFAULT_SENTENCES, b
     """
     apis = require("tensorflow_serving.apis.prediction_log_pb2", "serving")
     predict_pb2 = require("tensorflow_serving.apis.predict_pb2", "serving")
+    if isinstance(signatures, dict):
+        signatures = signatures.items()
+    else:
+        signatures = [(name, ("text",)) for name in signatures]
     requests = []
-    for signature in signatures:
+    for signature, inputs in signatures:
         for size in batch_sizes:
             text = [sentences[i % len(sentences)].encode("utf-8") for i in range(size)]
             request = predict_pb2.PredictRequest()
             request.model_spec.signature_name = signature
-            request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array(text, dtype=object)))
+            for name in inputs:
+                request.inputs[name].CopyFrom(tf.make_tensor_proto(np.array(text, dtype=object)))
             requests.append(request)
     if len(requests) > MAX_RECORDS:
         raise ValueError(f"At most {MAX_RECORDS} warmup requests; received {len(requests)}")

@@ -100,6 +100,21 @@ class GrpcTranslationClient:
         result["version"] = served
         return result
 
+    def score(self, sentences, translations, version=None, version_label=None):
+        """The `score` signature: `{"log_prob": [...], "length": [...],
+        "version": int}` of each translation of each sentence."""
+        if len(sentences) != len(translations):
+            raise ValueError(
+                f"One translation a sentence: received {len(sentences)} sentences and "
+                f"{len(translations)} translations"
+            )
+        inputs = {
+            "text": np.array([s.encode("utf-8") for s in sentences], dtype=object),
+            "translation": np.array([t.encode("utf-8") for t in translations], dtype=object),
+        }
+        outputs, served = self.predict(inputs, "score", version, version_label)
+        return {**{k: _decode(v) for k, v in outputs.items()}, "version": served}
+
     def metadata(self, version=None, version_label=None):
         """The served signatures, as a `SignatureDefMap`."""
         request = get_model_metadata_pb2.GetModelMetadataRequest()

@@ -124,7 +124,8 @@ def request_inputs(request_inputs_map, signature, limits):
 
     `request_inputs_map` maps names to `TensorProto`s (gRPC) or to lists of
     `bytes` (REST). Only string inputs are served (every signature of the
-    export takes string `text`).
+    export takes string `text`, and `score` also `translation`), all with
+    the same number of rows.
     """
     expected = set(signature.inputs)
     received = set(request_inputs_map)
@@ -146,4 +147,8 @@ def request_inputs(request_inputs_map, signature, limits):
             arrays[name] = string_list_input(name, value, limits)
         else:
             arrays[name] = string_input(name, value, rank, limits)
+    rows = {name: len(array) for name, array in arrays.items()}
+    if len(set(rows.values())) > 1:
+        # Rows are matched by position (`score`'s text and translation).
+        raise RequestRejected(f"The inputs must have the same number of rows. Received: {rows}")
     return arrays

@@ -84,6 +84,19 @@ class RestTranslationClient:
         outputs = self._call(self._url(version, ":predict", version_label), body)["outputs"]
         return outputs if isinstance(outputs, dict) else {"output": outputs}
 
+    def score(self, sentences, translations, version=None, version_label=None):
+        """The `score` signature: `{"log_prob": [...], "length": [...]}`."""
+        if len(sentences) != len(translations):
+            raise ValueError(
+                f"One translation a sentence: received {len(sentences)} sentences and "
+                f"{len(translations)} translations"
+            )
+        body = {
+            "signature_name": "score",
+            "inputs": {"text": list(sentences), "translation": list(translations)},
+        }
+        return self._call(self._url(version, ":predict", version_label), body)["outputs"]
+
     def status(self, version=None, version_label=None):
         return self._call(self._url(version, "", version_label))
 

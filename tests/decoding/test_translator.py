@@ -117,3 +117,73 @@ def test_bad_beam_size(parts, beam_size):
 def test_bad_beam_size_per_call(translator, beam_size):
     with pytest.raises(ValueError, match="beam_size"):
         translator.translate(tf.constant(["The dog sleeps."]), beam_size=beam_size)
+
+
+def test_sample_with_top_k_one_is_the_greedy_translation(parts):
+    translator = Translator(*parts, max_output_length=MAX_OUTPUT, sampling_topk=1)
+    greedy = translator.translate_greedy(tf.constant(SENTENCES + [""]))
+    sampled = translator.translate_sample(tf.constant(SENTENCES + [""]))
+    assert _strings(sampled["translation"]) == _strings(greedy["translation"])
+    np.testing.assert_array_equal(sampled["score"].numpy(), greedy["score"].numpy())
+
+
+def test_samples_vary_and_a_seed_repeats_them(parts):
+    translator = Translator(*parts, max_output_length=MAX_OUTPUT, sampling_temperature=2.0)
+    text = tf.constant(SENTENCES * 4)
+    draws = [_strings(translator.translate_sample(text)["translation"]) for _ in range(2)]
+    assert draws[0] != draws[1]
+    seeded = [_strings(translator.translate_sample(text, seed=5)["translation"]) for _ in range(2)]
+    assert seeded[0] == seeded[1]
+
+
+def test_score_of_the_greedy_translation_is_greedy_search_log_probability(parts):
+    translator = Translator(*parts, alpha=0.6, max_output_length=MAX_OUTPUT)
+    text = tf.constant(SENTENCES)
+    greedy = translator.translate_greedy(text)
+    scored = translator.score(text, greedy["translation"])
+    lengths = scored["length"].numpy()
+    # greedy's score is its log-probability over the GNMT length penalty.
+    penalty = ((5.0 + lengths) / 6.0) ** 0.6
+    ended = lengths < MAX_OUTPUT  # a cut translation is closed by the end token here
+    assert ended.any()
+    np.testing.assert_allclose(
+        scored["log_prob"].numpy()[ended], (greedy["score"].numpy() * penalty)[ended], atol=1e-4
+    )
+
+
+def test_score_equals_the_sum_over_incremental_decode_steps(parts):
+    # Any translation, not the model's own: the reference decodes it one
+    # token at a time through `decode_step` and sums the log-probabilities.
+    model, _, target_tokenizer = parts
+    translator = Translator(*parts, max_output_length=MAX_OUTPUT)
+    translations = ["Der Hund schläft.", "Eine Frau liest das Buch.", ""]
+    scored = translator.score(tf.constant(SENTENCES), tf.constant(translations))
+    context = translator.encode_text(tf.constant(SENTENCES))
+    for row, translation in enumerate(translations):
+        ids = list(target_tokenizer.tokenize(tf.constant([translation])).numpy()[0]) + [END_ID]
+        state = model.init_decoding_state(context[row : row + 1], MAX_OUTPUT)
+        previous, total = START_ID, 0.0
+        for index, token in enumerate(ids):
+            logits, state = model.decode_step(tf.constant([previous]), index, state)
+            total += float(tf.nn.log_softmax(logits)[0, token])
+            previous = token
+        assert scored["length"].numpy()[row] == len(ids)
+        assert scored["log_prob"].numpy()[row] == pytest.approx(total, abs=1e-3)
+
+
+def test_score_needs_one_translation_per_text(translator):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same number of rows"):
+        translator.score(tf.constant(["a", "b"]), tf.constant(["x"]))
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(sampling_temperature=-1.0), "temperature"),
+        (dict(sampling_topk=-2), "top_k"),
+        (dict(sampling_topp=2.0), "top_p"),
+    ],
+)
+def test_bad_sampling_options(parts, options, message):
+    with pytest.raises(ValueError, match=message):
+        Translator(*parts, **options)

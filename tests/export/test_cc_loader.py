@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.decoding import Translator
-from keras_transformer.export import SIGNATURES, SessionModel, cc_loader
+from keras_transformer.export import SIGNATURE_INPUTS, SIGNATURES, SessionModel, cc_loader
 from keras_transformer.training import load_run
 from tests.export.exported import BEAM_SIZE, MAX_LENGTH
 
@@ -38,11 +38,18 @@ def session_model(version_dir):
     model.close()
 
 
+TRANSLATIONS = ["Der Hund schläft.", "", "Eine Frau liest.", "x"]
+
+
 @pytest.mark.parametrize("signature", SIGNATURES)
 def test_every_signature_matches_the_python_session(binary, version_dir, session_model, signature):
-    outputs, _ = cc_loader.run(binary, version_dir, signature, SENTENCES)
-    text = np.array([s.encode("utf-8") for s in SENTENCES], dtype=object)
-    expected = session_model.run(signature, {"text": text})
+    columns = {"text": SENTENCES, "translation": TRANSLATIONS}
+    columns = {name: columns[name] for name in SIGNATURE_INPUTS[signature]}
+    outputs, _ = cc_loader.run(binary, version_dir, signature, columns)
+    expected = session_model.run(
+        signature,
+        {k: np.array([s.encode("utf-8") for s in v], dtype=object) for k, v in columns.items()},
+    )
     assert sorted(outputs) == sorted(expected)
     for name, value in expected.items():
         assert outputs[name].shape == value.shape, name
@@ -65,6 +72,13 @@ def test_translations_match_the_in_process_translator(binary, version_dir, train
 def test_without_the_text_ops_the_load_fails_naming_the_op(binary, version_dir):
     with pytest.raises(cc_loader.CcLoadError, match="SentencepieceOp"):
         cc_loader.run(binary, version_dir, "serving_default", ["The dog sleeps."], libraries=[])
+
+
+def test_rows_of_the_wrong_width_are_named(binary, version_dir):
+    with pytest.raises(cc_loader.CcLoadError, match="has 1 fields; signature score takes 2"):
+        cc_loader.run(binary, version_dir, "score", ["The dog sleeps."])
+    with pytest.raises(ValueError, match="same number of rows"):
+        cc_loader.run(binary, version_dir, "score", {"text": ["a", "b"], "translation": ["c"]})
 
 
 def test_an_unknown_signature_is_named(binary, version_dir):

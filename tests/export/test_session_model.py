@@ -3,7 +3,13 @@ import os
 import numpy as np
 import pytest
 
-from keras_transformer.export import SIGNATURES, SessionModel, SignatureError, SignatureNotFound
+from keras_transformer.export import (
+    SIGNATURE_INPUTS,
+    SIGNATURES,
+    SessionModel,
+    SignatureError,
+    SignatureNotFound,
+)
 from keras_transformer.export.session_model import PREDICT_METHOD, run_signature
 from tests.export.exported import BEAM_SIZE
 
@@ -24,7 +30,8 @@ def test_signatures_are_the_servable_ones(session_model):
     for name in SIGNATURES:
         signature = session_model.signature(name)
         assert signature.method_name == PREDICT_METHOD
-        assert set(signature.inputs) == {"text"}
+        assert set(signature.inputs) == set(SIGNATURE_INPUTS[name])
+    assert SIGNATURE_INPUTS["score"] == ("text", "translation")
 
 
 def test_outputs_have_the_documented_shapes(session_model):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.export import SIGNATURES, SessionModel
+from keras_transformer.export import SIGNATURE_INPUTS, SIGNATURES, SessionModel
 from keras_transformer.export.warmup import (
     MAX_RECORDS,
     WARMUP_PATH,
@@ -28,9 +28,11 @@ def test_the_export_has_warmup_records_for_every_signature(export_base):
     model = SessionModel(version)
     try:
         for request in requests:
-            text = tf.make_ndarray(request.inputs["text"])
-            outputs = model.run(request.model_spec.signature_name, {"text": text})
-            assert len(next(iter(outputs.values()))) == len(text)
+            inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+            name = request.model_spec.signature_name
+            assert sorted(inputs) == sorted(SIGNATURE_INPUTS[name])
+            outputs = model.run(name, inputs)
+            assert len(next(iter(outputs.values()))) == len(inputs["text"])
     finally:
         model.close()
 

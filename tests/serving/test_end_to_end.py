@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from tests.training.conftest import REPO, free_port
 
@@ -86,3 +88,47 @@ def test_train_export_serve_query_and_swap(trained_run, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def test_score_command_writes_one_score_a_line(export_base, tmp_path):
+    from keras_transformer.export import SessionModel
+
+    sources, targets = tmp_path / "src.txt", tmp_path / "tgt.txt"
+    sources.write_text("The dog sleeps.\nA young woman reads.\nThe cat runs.\n", encoding="utf-8")
+    targets.write_text("Der Hund schläft.\nEine junge Frau liest.\nx\n", encoding="utf-8")
+    result = _cli(
+        "score", "--model", export_base, "--source", str(sources), "--target", str(targets)
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    scores = [float(line) for line in result.stdout.splitlines()]
+    model = SessionModel(os.path.join(export_base, "1"))
+    try:
+        expected = model.run(
+            "score",
+            {
+                "text": np.array([s.encode() for s in sources.read_text().splitlines()], object),
+                "translation": np.array(
+                    [t.encode() for t in targets.read_text().splitlines()], object
+                ),
+            },
+        )
+    finally:
+        model.close()
+    np.testing.assert_allclose(scores, expected["log_prob"], atol=1e-5)
+    normalized = _cli(
+        "score", "--model", export_base, "--source", str(sources), "--target", str(targets),
+        "--normalize",
+    )  # fmt: skip
+    np.testing.assert_allclose(
+        [float(v) for v in normalized.stdout.split()],
+        expected["log_prob"] / expected["length"],
+        atol=1e-5,
+    )
+    targets.write_text("Der Hund schläft.\n", encoding="utf-8")
+    mismatched = _cli(
+        "score", "--model", export_base, "--source", str(sources), "--target", str(targets)
+    )
+    assert mismatched.returncode == 2 and "Traceback" not in mismatched.stderr
+    assert mismatched.stderr.strip().splitlines()[-1] == (
+        "keras-transformer score: error: One target a source: received 3 sources and 1 targets"
+    )

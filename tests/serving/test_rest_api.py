@@ -8,6 +8,7 @@ import time
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
 
 from keras_transformer.export import export_version
@@ -116,6 +117,8 @@ def test_status_metadata_and_labels(serving):
         "translate_nbest",
         "translate_greedy",
         "attention",
+        "translate_sample",
+        "score",
     }
 
 
@@ -167,8 +170,13 @@ def test_a_body_that_is_not_json_or_too_large(serving):
 def test_the_rest_client_against_the_server(serving):
     client = RestTranslationClient(f"http://127.0.0.1:{serving.rest_port}", "translator")
     out = client.translate(SENTENCES, version_label="stable")
+    targets = ["Der Hund schläft."] * len(SENTENCES)
+    scored = client.score(SENTENCES, targets, version=1)
     with GrpcTranslationClient(f"127.0.0.1:{serving.grpc_port}", "translator") as grpc_client:
         assert out["translation"] == grpc_client.translate(SENTENCES, version=1)["translation"]
+        expected = grpc_client.score(SENTENCES, targets, version=1)
+    np.testing.assert_allclose(scored["log_prob"], expected["log_prob"], atol=1e-5)
+    assert scored["length"] == expected["length"]
     assert client.status(version=2)["model_version_status"][0]["state"] == "AVAILABLE"
     assert "metadata" in client.metadata()
     with pytest.raises(RuntimeError, match="404"):

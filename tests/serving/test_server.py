@@ -74,6 +74,8 @@ def test_metadata_and_status(client):
         "translate_nbest",
         "translate_greedy",
         "attention",
+        "translate_sample",
+        "score",
     }
     assert signatures["serving_default"].method_name == "tensorflow/serving/predict"
     assert set(signatures["serving_default"].outputs) == {"translation", "score"}
@@ -274,3 +276,37 @@ def test_parse_version_labels():
 def test_parse_version_labels_errors(pairs, match):
     with pytest.raises(ValueError, match=match):
         parse_version_labels(pairs)
+
+
+def test_score_over_grpc_equals_the_translator(served, client):
+    sentences = ["The dog sleeps.", "A small cat sees the old man.", ""]
+    translations = ["Der Hund schläft.", "Eine kleine Katze.", ""]
+    result = client.score(sentences, translations)
+    expected = served["translator"].score(tf.constant(sentences), tf.constant(translations))
+    np.testing.assert_allclose(result["log_prob"], expected["log_prob"].numpy(), atol=1e-4)
+    assert result["length"] == expected["length"].numpy().tolist()
+
+
+def test_samples_over_grpc_are_translations_with_their_scores(client):
+    result = client.translate(["The dog sleeps."] * 6, signature="translate_sample")
+    assert len(result["translation"]) == 6 and all(
+        isinstance(t, str) for t in result["translation"]
+    )
+    assert np.all(np.array(result["score"]) <= 0)
+
+
+@pytest.mark.parametrize(
+    "inputs, message",
+    [
+        ({**_text("a", "b"), "translation": np.array([b"x"], dtype=object)}, "same number of rows"),
+        (_text("a"), r"missing \['translation'\]"),
+    ],
+)
+def test_bad_score_requests_are_refused_and_the_server_keeps_serving(client, inputs, message):
+    with pytest.raises(grpc.RpcError) as error:
+        client.predict(inputs, signature="score")
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert pytest.importorskip("re").search(message, error.value.details())
+    with pytest.raises(ValueError, match="One translation a sentence"):
+        client.score(["a", "b"], ["x"])
+    assert len(client.score(["a"], ["x"])["length"]) == 1

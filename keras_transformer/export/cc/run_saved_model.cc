@@ -4,8 +4,10 @@
 //   run_saved_model EXPORT_DIR SIGNATURE REPEATS [OP_LIBRARY...] < lines
 //
 // The op libraries (e.g. tensorflow-text's) are loaded before the model, as
-// TF Serving links them. Each input line is one element of the signature's
-// string input `text`. Prints one JSON object: every output by name with its
+// TF Serving links them. Each input line is one row: its tab-separated
+// fields are the row's values of the signature's string inputs, in the
+// inputs' sorted order (one field for `text` alone; `text`, `translation`
+// for `score`). Prints one JSON object: every output by name with its
 // dtype, shape and values, and the latency of each of REPEATS runs in ms.
 // Exits 1 with the loader's message on stderr when anything fails.
 
@@ -110,14 +112,33 @@ int main(int argc, char** argv) {
   }
   const tensorflow::SignatureDef& signature = found->second;
 
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(std::cin, line);) lines.push_back(line);
-  tensorflow::Tensor text(tensorflow::DT_STRING,
-                          tensorflow::TensorShape({static_cast<int64_t>(lines.size())}));
-  for (size_t i = 0; i < lines.size(); ++i) text.flat<tensorflow::tstring>()(i) = lines[i];
-
+  std::map<std::string, std::string> sorted_inputs;  // input key -> tensor name
+  for (const auto& input : signature.inputs()) sorted_inputs[input.first] = input.second.name();
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(std::cin, line);) {
+    std::vector<std::string> fields;
+    std::stringstream stream(line);
+    for (std::string field; std::getline(stream, field, '\t');) fields.push_back(field);
+    if (!line.empty() && line.back() == '\t') fields.push_back("");
+    if (fields.empty()) fields.push_back("");
+    if (fields.size() != sorted_inputs.size()) {
+      std::cerr << "Row " << rows.size() << " has " << fields.size() << " fields; signature "
+                << signature_name << " takes " << sorted_inputs.size() << " inputs" << std::endl;
+      return 1;
+    }
+    rows.push_back(fields);
+  }
   std::vector<std::pair<std::string, tensorflow::Tensor>> feeds;
-  for (const auto& input : signature.inputs()) feeds.emplace_back(input.second.name(), text);
+  size_t column = 0;
+  for (const auto& input : sorted_inputs) {
+    tensorflow::Tensor values(tensorflow::DT_STRING,
+                              tensorflow::TensorShape({static_cast<int64_t>(rows.size())}));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      values.flat<tensorflow::tstring>()(i) = rows[i][column];
+    }
+    feeds.emplace_back(input.second, values);
+    ++column;
+  }
   std::map<std::string, std::string> sorted_outputs;  // output key -> tensor name
   for (const auto& output : signature.outputs()) {
     sorted_outputs[output.first] = output.second.name();
