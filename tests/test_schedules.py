@@ -18,6 +18,25 @@ def test_matches_the_paper(d_model, warmup, scale):
         )
 
 
+def _inverse_sqrt(step_number, peak, warmup):
+    """fairseq's inverse_sqrt scheduler (from a zero initial rate)."""
+    return peak * min(step_number / warmup, (warmup / step_number) ** 0.5)
+
+
+@pytest.mark.parametrize("peak, d_model, warmup", [(0.005, 128, 2000), (7e-4, 512, 4000)])
+def test_the_peak_form_is_fairseqs_inverse_sqrt(peak, d_model, warmup):
+    schedule = WarmupSchedule.from_peak(peak, d_model, warmup)
+    assert schedule.peak_learning_rate == pytest.approx(peak)
+    for t in [0, 1, warmup // 2, warmup - 1, warmup, 4 * warmup - 1]:
+        np.testing.assert_allclose(
+            float(schedule(t)), _inverse_sqrt(t + 1, peak, warmup), rtol=1e-5
+        )
+    # Its config is the scale form's: it loads in any version.
+    clone = WarmupSchedule.from_config(schedule.get_config())
+    assert set(schedule.get_config()) == {"d_model", "warmup_steps", "scale"}
+    assert float(clone(warmup - 1)) == pytest.approx(peak, rel=1e-5)
+
+
 def test_first_step_is_not_zero_and_peak_at_warmup():
     schedule = WarmupSchedule(512, 10)
     rates = [float(schedule(t)) for t in range(30)]
@@ -52,3 +71,9 @@ def test_drives_an_optimizer_and_serializes():
 def test_invalid_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         WarmupSchedule(**kwargs)
+
+
+@pytest.mark.parametrize("peak", [0.0, -1e-3, True])
+def test_invalid_peak(peak):
+    with pytest.raises(ValueError, match="peak_learning_rate"):
+        WarmupSchedule.from_peak(peak, 128, 100)

@@ -1,4 +1,4 @@
-"""Corpus BLEU and chrF with sacreBLEU."""
+"""Corpus BLEU, chrF and TER with sacreBLEU."""
 
 import dataclasses
 
@@ -7,13 +7,15 @@ from keras_transformer._extras import require
 
 @dataclasses.dataclass
 class Scores:
-    """sacreBLEU results with their signatures."""
+    """sacreBLEU results with their signatures (TER: lower is better)."""
 
     bleu: float
     chrf: float
     bleu_signature: str
     chrf_signature: str
     sentences: int
+    ter: float | None = None
+    ter_signature: str = ""
 
     def as_dict(self):
         return dataclasses.asdict(self)
@@ -22,12 +24,13 @@ class Scores:
         return (
             f"BLEU = {self.bleu:.2f}  ({self.bleu_signature})\n"
             f"chrF = {self.chrf:.2f}  ({self.chrf_signature})\n"
-            f"sentences = {self.sentences}"
+            + (f"TER = {self.ter:.2f}  ({self.ter_signature})\n" if self.ter is not None else "")
+            + f"sentences = {self.sentences}"
         )
 
 
 def score_translations(hypotheses, references):
-    """sacreBLEU corpus BLEU and chrF of `hypotheses` against `references`.
+    """sacreBLEU corpus BLEU, chrF and TER of `hypotheses` against `references`.
 
     Args:
         hypotheses: list of str.
@@ -45,14 +48,18 @@ def score_translations(hypotheses, references):
         )
     bleu = sacrebleu.metrics.BLEU()
     chrf = sacrebleu.metrics.CHRF()
+    ter = sacrebleu.metrics.TER()
     bleu_score = bleu.corpus_score(hypotheses, [references])
     chrf_score = chrf.corpus_score(hypotheses, [references])
+    ter_score = ter.corpus_score(hypotheses, [references])
     return Scores(
         bleu=bleu_score.score,
         chrf=chrf_score.score,
         bleu_signature=str(bleu.get_signature()),
         chrf_signature=str(chrf.get_signature()),
         sentences=len(hypotheses),
+        ter=ter_score.score,
+        ter_signature=str(ter.get_signature()),
     )
 
 

@@ -7,6 +7,12 @@ PRESETS = {
     # "Attention Is All You Need", Table 3.
     "base": dict(num_layers=6, d_model=512, num_heads=8, dff=2048, dropout_rate=0.1),
     "big": dict(num_layers=6, d_model=1024, num_heads=16, dff=4096, dropout_rate=0.3),
+    # "Transformer-Tiny" of Wu et al. (ACL 2021), the strongest text-only
+    # Transformer on Multi30k: one embedding for source, target and output,
+    # so the run needs one joint vocabulary (TrainConfig.joint_vocabulary).
+    "transformer_tiny": dict(
+        num_layers=4, d_model=128, num_heads=4, dff=256, dropout_rate=0.3, share_embeddings=True
+    ),
 }
 
 

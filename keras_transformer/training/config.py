@@ -37,10 +37,18 @@ class TrainConfig:
         max_length: longest framed sequence; longer pairs are handled
             by `length_policy`.
         length_policy: `filter` or `truncate`.
-        vocab_size: subword vocabulary size of each language.
+        vocab_size: subword vocabulary size of each language (of the one
+            joint vocabulary with `joint_vocabulary`).
+        joint_vocabulary: learn one vocabulary from both languages' text
+            and use it on both sides, as a model with `share_embeddings`
+            (the `transformer_tiny` preset) needs.
         tokenizer_sample: sentences used to learn each vocabulary.
         warmup_steps: learning-rate warmup.
         lr_scale: multiplier of the paper's learning rate.
+        peak_learning_rate: the learning rate at the end of warmup, after
+            which it decays as the inverse square root of the step
+            (fairseq's `--lr` with `inverse_sqrt`); replaces `lr_scale`.
+            None for the paper's `d_model^-0.5 * warmup_steps^-0.5`.
         label_smoothing: epsilon of the loss.
         mixed_precision: mixed_float16 on GPU, mixed_bfloat16 on CPU.
         jit_compile: compile the train step with XLA.
@@ -71,9 +79,11 @@ class TrainConfig:
     max_length: int = 128
     length_policy: str = dataclasses.field(default="filter", metadata={"choices": LENGTH_POLICIES})
     vocab_size: int = 8000
+    joint_vocabulary: bool = False
     tokenizer_sample: int = 200_000
     warmup_steps: int = 4000
     lr_scale: float = 1.0
+    peak_learning_rate: float | None = None
     label_smoothing: float = 0.1
     mixed_precision: bool = False
     jit_compile: bool = False
@@ -123,6 +133,21 @@ class TrainConfig:
                 # Each worker would stop on its own clock, at different steps,
                 # and the others would wait for it in the all-reduce forever.
                 raise ValueError("`time_limit_minutes` cannot be used with strategy='multi_worker'")
+        if self.peak_learning_rate is not None:
+            check_positive_number("peak_learning_rate", self.peak_learning_rate)
+            if self.lr_scale != 1.0:
+                raise ValueError(
+                    "Give `lr_scale` or `peak_learning_rate`, not both. Received: "
+                    f"lr_scale={self.lr_scale!r}, peak_learning_rate={self.peak_learning_rate!r}"
+                )
+        shared = self.model_overrides.get(
+            "share_embeddings", PRESETS[self.preset].get("share_embeddings", False)
+        )
+        if shared and not self.joint_vocabulary:
+            raise ValueError(
+                "The model shares its embeddings (`share_embeddings`), which needs one "
+                "vocabulary for both languages: set `joint_vocabulary`"
+            )
         if self.backend is not None and self.backend not in BACKENDS:
             raise ValueError(
                 f"`backend` must be one of {BACKENDS}. Received: backend={self.backend!r}"

@@ -13,6 +13,7 @@ def compile_for_training(
     *,
     warmup_steps,
     lr_scale=1.0,
+    peak_learning_rate=None,
     label_smoothing=0.1,
     jit_compile=False,
     strategy=None,
@@ -29,6 +30,8 @@ def compile_for_training(
         model: a built `Transformer`.
         warmup_steps: steps of linear warmup.
         lr_scale: multiplier of the schedule.
+        peak_learning_rate: the schedule's peak instead (see
+            `WarmupSchedule.from_peak`); then `lr_scale` must stay 1.
         label_smoothing: the loss's label smoothing.
         jit_compile: compile the train step with XLA.
         strategy: the `tf.distribute.Strategy` training runs under.
@@ -36,7 +39,15 @@ def compile_for_training(
     Returns:
         `model`.
     """
-    schedule = WarmupSchedule(model.d_model, warmup_steps, scale=lr_scale)
+    if peak_learning_rate is None:
+        schedule = WarmupSchedule(model.d_model, warmup_steps, scale=lr_scale)
+    elif lr_scale != 1.0:
+        raise ValueError(
+            "Give `lr_scale` or `peak_learning_rate`, not both. Received: "
+            f"lr_scale={lr_scale!r}, peak_learning_rate={peak_learning_rate!r}"
+        )
+    else:
+        schedule = WarmupSchedule.from_peak(peak_learning_rate, model.d_model, warmup_steps)
     model.compile(
         optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),

@@ -42,21 +42,28 @@ def set_precision(mixed):
     return policy
 
 
-def prepare_tokenizers(run, train_pairs, vocab_size, sample, log=print, save=True):
+def prepare_tokenizers(run, train_pairs, vocab_size, sample, log=print, save=True, joint=False):
     """The run's tokenizers: reused when the run has them, else learned.
 
     Learning is deterministic, so workers that do not `save` (all but the
-    chief) get the same vocabularies without racing for the files.
+    chief) get the same vocabularies without racing for the files. With
+    `joint`, one vocabulary is learned from both sides' sentences and saved
+    as both the source and the target tokenizer (the run directory keeps
+    its layout).
     """
     if run.has_tokenizers():
         log(f"Reusing the tokenizers of {run.path}")
         return SubwordTokenizer.load(run.source_tokenizer), SubwordTokenizer.load(
             run.target_tokenizer
         )
-    log(f"Learning {vocab_size}-piece vocabularies from up to {sample} pairs")
     src, tgt = sources.sentences(train_pairs, limit=sample)
-    source = SubwordTokenizer.train(src, vocab_size)
-    target = SubwordTokenizer.train(tgt, vocab_size)
+    if joint:
+        log(f"Learning one joint {vocab_size}-piece vocabulary from up to {sample} pairs")
+        source = target = SubwordTokenizer.train(src + tgt, vocab_size)
+    else:
+        log(f"Learning {vocab_size}-piece vocabularies from up to {sample} pairs")
+        source = SubwordTokenizer.train(src, vocab_size)
+        target = SubwordTokenizer.train(tgt, vocab_size)
     if save:
         source.save(run.source_tokenizer)
         target.save(run.target_tokenizer)
@@ -85,6 +92,7 @@ def build_model(config, source_vocab, target_vocab, strategy=None):
         model,
         warmup_steps=config.warmup_steps,
         lr_scale=config.lr_scale,
+        peak_learning_rate=config.peak_learning_rate,
         label_smoothing=config.label_smoothing,
         # JAX without jit runs op by op, orders of magnitude slower.
         jit_compile=config.jit_compile or keras.backend.backend() == "jax",
@@ -132,7 +140,13 @@ def train(config, log=print):
     train_pairs, corpus_stats = sources.load_dataset(config.dataset, "train", config.data_dir)
     log(f"Training pairs: {corpus_stats.pairs} ({corpus_stats.empty_dropped} empty dropped)")
     source_tokenizer, target_tokenizer = prepare_tokenizers(
-        run, train_pairs, config.vocab_size, config.tokenizer_sample, log, save=is_chief
+        run,
+        train_pairs,
+        config.vocab_size,
+        config.tokenizer_sample,
+        log,
+        save=is_chief,
+        joint=config.joint_vocabulary,
     )
 
     framed = pipeline.tokenize_pairs(

@@ -19,6 +19,17 @@ def test_scores_are_sacrebleu_corpus_scores():
     assert f"{scores.bleu:.2f}" in scores.describe() and scores.as_dict()["chrf"] == scores.chrf
 
 
+def test_ter_is_edits_over_reference_words():
+    scores = score_translations(HYPOTHESES, REFERENCES)
+    assert scores.ter == pytest.approx(sacrebleu.corpus_ter(HYPOTHESES, [REFERENCES]).score)
+    # One substituted word of three: 33.3; a perfect match: 0.
+    assert score_translations(["Zwei Kinder laufen."], ["Zwei Kinder spielen."]).ter == (
+        pytest.approx(100 / 3)
+    )
+    assert score_translations(REFERENCES, REFERENCES).ter == 0.0
+    assert scores.ter_signature.startswith("nrefs:1|case:lc") and "TER = " in scores.describe()
+
+
 def test_perfect_and_empty_hypotheses():
     assert score_translations(REFERENCES, REFERENCES).bleu == pytest.approx(100.0)
     assert score_translations([""] * 3, REFERENCES).bleu == pytest.approx(0.0)

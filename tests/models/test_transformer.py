@@ -119,6 +119,25 @@ def test_presets(name):
     assert model.get_config()["target_vocab_size"] == 120
 
 
+def test_transformer_tiny_is_the_published_recipe():
+    model = Transformer.from_preset("transformer_tiny", 500, 500)
+    config = model.get_config()
+    assert (config["num_layers"], config["d_model"], config["num_heads"], config["dff"]) == (
+        4,
+        128,
+        4,
+        256,
+    )
+    assert config["dropout_rate"] == 0.3 and config["share_embeddings"]
+    model.build(((None, None), (None, None)))
+    # One matrix for the source and target embeddings and the output layer.
+    assert model.output_projection is None
+    embeddings = [w for w in model.weights if "embedding" in w.path and w.shape[0] == 500]
+    assert len(embeddings) == 1
+    with pytest.raises(ValueError, match="one vocabulary"):
+        Transformer.from_preset("transformer_tiny", 500, 600)
+
+
 def test_paper_presets():
     assert PRESETS["small"] == dict(
         num_layers=3, d_model=256, num_heads=4, dff=1024, dropout_rate=0.1

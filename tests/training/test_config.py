@@ -27,6 +27,10 @@ def test_round_trips_through_a_dict():
         ({"time_limit_minutes": 0}, "time_limit_minutes=0"),
         ({"time_limit_minutes": 5, "strategy": "multi_worker"}, "multi_worker"),
         ({"length_policy": "drop"}, "'drop'"),
+        ({"peak_learning_rate": 0.0}, "peak_learning_rate"),
+        ({"peak_learning_rate": 5e-3, "lr_scale": 2.0}, "not both"),
+        ({"preset": "transformer_tiny"}, "set `joint_vocabulary`"),
+        ({"model_overrides": {"share_embeddings": True}}, "set `joint_vocabulary`"),
         (
             {"batch_tokens": 64, "max_length": 128},
             r"`batch_tokens` \(64\) must be at least `max_length` \(128\)",
@@ -36,6 +40,28 @@ def test_round_trips_through_a_dict():
 def test_bad_values_are_named(values, message):
     with pytest.raises(ValueError, match=message):
         TrainConfig(**values)
+
+
+def test_the_shipped_transformer_tiny_recipe_is_the_published_one():
+    import os
+
+    path = os.path.join(
+        os.path.dirname(__file__),
+        "..",
+        "..",
+        "benchmarks",
+        "configs",
+        "multi30k_transformer_tiny.yaml",
+    )
+    config = TrainConfig.from_dict(read_config_file(path))
+    assert config.preset == "transformer_tiny" and config.joint_vocabulary
+    assert (config.peak_learning_rate, config.warmup_steps, config.batch_tokens) == (
+        0.005,
+        2000,
+        4096,
+    )
+    assert config.epochs * config.steps_per_epoch == 8000 and config.average_last == 10
+    assert config.label_smoothing == 0.1
 
 
 def test_unknown_keys_are_named_with_the_known_ones():

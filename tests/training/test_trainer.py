@@ -210,3 +210,25 @@ def test_killed_training_resumes_from_its_last_checkpoint(parallel_files, tmp_pa
     assert "Reusing the tokenizers" in out
     assert sorted(set(_history_epochs(run))) == [0, 1, 2, 3]
     assert os.path.exists(os.path.join(run, "final.weights.h5"))
+
+
+def test_joint_vocabulary_with_shared_embeddings_and_peak_rate(parallel_files, tmp_path):
+    run = str(tmp_path / "run")
+    dataset = f"parallel:{parallel_files['train.en']},{parallel_files['train.de']}"
+    proc = cli(
+        "train", "--dataset", dataset, "--valid", "none", "--output-dir", run,
+        "--preset", "transformer_tiny", "--joint-vocabulary", "--vocab-size", "200",
+        "--peak-learning-rate", "0.005", "--warmup-steps", "4", "--batch-tokens", "512",
+        "--max-length", "64", "--epochs", "1", "--steps-per-epoch", "3", "--verbose", "2",
+    )  # fmt: skip
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    assert "one joint 200-piece vocabulary" in out
+    files = RunDirectory(run)
+    with open(files.source_tokenizer, "rb") as a, open(files.target_tokenizer, "rb") as b:
+        assert a.read() == b.read()
+    model, source, target, _ = load_run(run)
+    assert model.share_embeddings and model.output_projection is None
+    assert source.vocab_size == target.vocab_size == model.input_vocab_size
+    config = json.load(open(os.path.join(run, "config.json")))
+    assert config["peak_learning_rate"] == 0.005 and config["joint_vocabulary"]
