@@ -8,6 +8,14 @@ architecture, with and without `jit_compile`. Every run generates exactly
 32 tokens (the end token is disabled), at batch 1 and 32, with 8,000-piece
 vocabularies on both sides; our inputs are Multi30k test sentences.
 
+The same run measures the floor of `decode_floor.py` (the 25 matrix
+products of a step, float32, 32 steps in a session loop: 4 rows for beam 4
+at batch 1, 1 row for greedy) and prints our batch-1 latency over it on
+lines of their own:
+
+    beam4_batch1_vs_floor: X.XX
+    greedy_batch1_vs_floor: X.XX
+
     .venv/bin/pip install keras-hub
     .venv/bin/python benchmarks/decode_latency.py [--repeats 5] [--data DIR] [--ours-only]
 """
@@ -16,6 +24,7 @@ import argparse
 import gzip
 import os
 import shutil
+import sys
 import tempfile
 import time
 import traceback
@@ -199,6 +208,14 @@ def main():
     print(
         "ours (ms):", {f"{k[0]} batch {k[1]}": round(v, 1) for k, v in ours_ms.items()}, flush=True
     )
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import decode_floor
+
+    assert (decode_floor.LAYERS, decode_floor.D_MODEL, decode_floor.DFF) == (LAYERS, D_MODEL, DFF)
+    for name, rows in (("beam4", 4), ("greedy", 1)):
+        floor = decode_floor._session_ms(decode_floor.matmuls(rows, tf.float32), 3 * args.repeats)
+        print(f"{name} batch 1 floor (ms): {floor:.1f}")
+        print(f"{name}_batch1_vs_floor: {ours_ms[(name, 1)] / floor:.2f}", flush=True)
     if args.ours_only:
         return
     hub = {jit: keras_hub_side(args.repeats, jit) for jit in (False, True)}
