@@ -226,7 +226,10 @@ def test_sigterm_drains_requests_in_flight(served):
 
 
 def test_warmup_records_are_replayed_before_serving(served):
-    assert served["manager"].versions[1].warmed_up == 8
+    from keras_transformer.export import SIGNATURES
+
+    # Batches of 1 and 8 for every signature.
+    assert served["manager"].versions[1].warmed_up == 2 * len(SIGNATURES)
 
 
 def test_a_failing_warmup_refuses_the_version(served, tmp_path):
