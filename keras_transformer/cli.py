@@ -80,28 +80,29 @@ def _config_values(args, config_cls):
     return values
 
 
+def _config_parser(sub, command, help_text, config_cls, keys, run_command):
+    """A subcommand whose flags are the fields of `config_cls`, plus `--config`."""
+    p = sub.add_parser(command, help=help_text)
+    p.add_argument(
+        "--config",
+        help=f"YAML or JSON file of {keys} keys; the flags given override it (default: none)",
+    )
+    _add_config_flags(p, config_cls)
+    p.set_defaults(run_command=run_command)
+
+
 def _train_parser(sub):
     from keras_transformer.training.config import TrainConfig
 
-    p = sub.add_parser("train", help="train a translation model")
-    p.add_argument(
-        "--config",
-        help="YAML or JSON file of training keys; the flags given override it (default: none)",
-    )
-    _add_config_flags(p, TrainConfig)
-    p.set_defaults(run_command=_train)
+    _config_parser(sub, "train", "train a translation model", TrainConfig, "training", _train)
 
 
 def _tune_parser(sub):
     from keras_transformer.tuning.config import TuneConfig
 
-    p = sub.add_parser("tune", help="search hyperparameters with keras-tuner")
-    p.add_argument(
-        "--config",
-        help="YAML or JSON file of tune keys; the flags given override it (default: none)",
+    _config_parser(
+        sub, "tune", "search hyperparameters with keras-tuner", TuneConfig, "tune", _tune
     )
-    _add_config_flags(p, TuneConfig)
-    p.set_defaults(run_command=_tune)
 
 
 def _train(args):
