@@ -69,10 +69,16 @@ class BlockLayer(keras.layers.Layer):
         layer_norm_epsilon=LAYER_NORM_EPSILON,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        attention_dropout=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         validate_block_args(d_model, num_heads, dff, dropout)
+        if attention_dropout is not None and not 0.0 <= attention_dropout < 1.0:
+            raise ValueError(
+                "`attention_dropout` must be in [0, 1) or None. "
+                f"Received: attention_dropout={attention_dropout!r}"
+            )
         if not layer_norm_epsilon > 0:
             raise ValueError(
                 "`layer_norm_epsilon` must be positive. "
@@ -85,6 +91,8 @@ class BlockLayer(keras.layers.Layer):
         self.num_heads = num_heads
         self.dff = dff
         self.dropout = dropout
+        # None: the same rate as `dropout`, as the paper and older configs.
+        self.attention_dropout = dropout if attention_dropout is None else attention_dropout
         self.norm_first = norm_first
         self.activation = keras.activations.get(activation)
         self.supports_masking = True
@@ -101,6 +109,7 @@ class BlockLayer(keras.layers.Layer):
             "num_heads": self.num_heads,
             "dff": self.dff,
             "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
             "norm_first": self.norm_first,
             "activation": keras.activations.serialize(self.activation),
             "layer_norm_epsilon": self.layer_norm_epsilon,
@@ -121,7 +130,7 @@ class BlockLayer(keras.layers.Layer):
         return MultiHeadAttention(
             self.num_heads,
             self.d_model // self.num_heads,
-            dropout=self.dropout,
+            dropout=self.attention_dropout,
             dtype=self.dtype_policy,
             name=name,
             **self.initializers(),
@@ -158,6 +167,7 @@ class BlockLayer(keras.layers.Layer):
         """What a stack passes on to each of its blocks."""
         return dict(
             dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
             norm_first=self.norm_first,
             activation=self.activation,
             layer_norm_epsilon=self.layer_norm_epsilon,

@@ -32,8 +32,8 @@ class Decoder(_blocks.StackLayer):
     Args:
         num_layers: number of blocks.
         d_model, num_heads, dff, dropout, norm_first, activation,
-            layer_norm_epsilon, kernel_initializer, bias_initializer: as in
-            `DecoderBlock`.
+            layer_norm_epsilon, kernel_initializer, bias_initializer,
+            attention_dropout: as in `DecoderBlock`.
         **kwargs: base layer arguments.
 
     Call arguments:

@@ -16,8 +16,8 @@ class Encoder(_blocks.StackLayer):
     Args:
         num_layers: number of blocks.
         d_model, num_heads, dff, dropout, norm_first, activation,
-            layer_norm_epsilon, kernel_initializer, bias_initializer: as in
-            `EncoderBlock`.
+            layer_norm_epsilon, kernel_initializer, bias_initializer,
+            attention_dropout: as in `EncoderBlock`.
         **kwargs: base layer arguments.
 
     Call arguments:

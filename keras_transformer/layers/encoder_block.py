@@ -18,13 +18,15 @@ class EncoderBlock(_blocks.BlockLayer):
         d_model: model width; `d_model % num_heads == 0`.
         num_heads: number of attention heads.
         dff: hidden size of the feed-forward network.
-        dropout: dropout rate of attention weights, hidden activations and
-            residual branches.
+        dropout: dropout rate of the residual branches (the sublayers'
+            outputs).
         norm_first: pre-norm instead of post-norm.
         activation: feed-forward activation.
         layer_norm_epsilon: epsilon of the layer norms (1e-6, as tensor2tensor).
         kernel_initializer: initializer of every projection and dense kernel.
         bias_initializer: initializer of every projection and dense bias.
+        attention_dropout: dropout rate of the attention weights; `None`
+            (default) uses `dropout`, as the paper. fairseq's recipes use 0.
         **kwargs: base layer arguments.
 
     Call arguments:

@@ -26,8 +26,7 @@ class Transformer(keras.Model):
         dff: feed-forward hidden size.
         input_vocab_size: source vocabulary size.
         target_vocab_size: target vocabulary size.
-        dropout_rate: dropout everywhere (attention, activations, residuals,
-            embeddings).
+        dropout_rate: dropout of the embeddings and of every residual branch.
         max_length: longest source or target sequence.
         norm_first: pre-norm blocks instead of the paper's post-norm.
         share_embeddings: one embedding matrix for source, target and the
@@ -38,6 +37,8 @@ class Transformer(keras.Model):
         layer_norm_epsilon: epsilon of every layer norm.
         kernel_initializer: initializer of the blocks' kernels.
         bias_initializer: initializer of the blocks' biases.
+        attention_dropout_rate: dropout of the attention weights; `None`
+            (default) uses `dropout_rate`, as the paper (fairseq uses 0).
         **kwargs: base model arguments.
 
     Example:
@@ -65,6 +66,7 @@ class Transformer(keras.Model):
         layer_norm_epsilon=1e-6,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        attention_dropout_rate=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -81,6 +83,7 @@ class Transformer(keras.Model):
         self.input_vocab_size = input_vocab_size
         self.target_vocab_size = target_vocab_size
         self.dropout_rate = dropout_rate
+        self.attention_dropout_rate = attention_dropout_rate
         self.max_length = max_length
         self.norm_first = norm_first
         self.share_embeddings = share_embeddings
@@ -106,6 +109,7 @@ class Transformer(keras.Model):
             num_heads=num_heads,
             dff=dff,
             dropout=dropout_rate,
+            attention_dropout=attention_dropout_rate,
             norm_first=norm_first,
             activation=activation,
             layer_norm_epsilon=layer_norm_epsilon,
@@ -318,6 +322,7 @@ class Transformer(keras.Model):
             "input_vocab_size": self.input_vocab_size,
             "target_vocab_size": self.target_vocab_size,
             "dropout_rate": self.dropout_rate,
+            "attention_dropout_rate": self.attention_dropout_rate,
             "max_length": self.max_length,
             "norm_first": self.norm_first,
             "share_embeddings": self.share_embeddings,

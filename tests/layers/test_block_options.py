@@ -78,3 +78,62 @@ def test_defaults_are_the_previous_behaviour():
 def test_a_bad_epsilon_is_named():
     with pytest.raises(ValueError, match="layer_norm_epsilon"):
         EncoderBlock(**BLOCK, layer_norm_epsilon=0.0)
+
+
+ATTENTION_CASES = {name: make for name, make in CASES.items() if name != "FeedForward"}
+
+
+def _rates(layer):
+    """(residual dropout rates, attention-weight dropout rates) of every sublayer."""
+    from keras_transformer.layers import MultiHeadAttention
+
+    sublayers = list(layer._flatten_layers())
+    attention = [s.dropout for s in sublayers if isinstance(s, MultiHeadAttention)]
+    residual = [
+        s.rate
+        for s in sublayers
+        if isinstance(s, keras.layers.Dropout) and s.name != "attention_dropout"
+    ]
+    return residual, attention
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION_CASES))
+@pytest.mark.parametrize("attention_dropout", [None, 0.0, 0.25])
+def test_attention_dropout_reaches_every_attention_and_only_those(name, attention_dropout):
+    rate_name = "dropout_rate" if name == "Transformer" else "dropout"
+    key = "attention_dropout_rate" if name == "Transformer" else "attention_dropout"
+    layer = _build(ATTENTION_CASES[name](**{rate_name: 0.3, key: attention_dropout}))
+    residual, attention = _rates(layer)
+    expected = 0.3 if attention_dropout is None else attention_dropout
+    assert attention and all(rate == expected for rate in attention)
+    assert residual and all(rate == 0.3 for rate in residual)
+    again = type(layer).from_config(layer.get_config())
+    assert _rates(_build(again)) == (residual, attention)
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION_CASES))
+def test_configs_without_attention_dropout_keep_dropping_attention(name):
+    # Configs saved before the option existed meant one rate everywhere.
+    rate_name = "dropout_rate" if name == "Transformer" else "dropout"
+    key = "attention_dropout_rate" if name == "Transformer" else "attention_dropout"
+    config = ATTENTION_CASES[name](**{rate_name: 0.2}).get_config()
+    del config[key]
+    _, attention = _rates(_build(type(ATTENTION_CASES[name]()).from_config(config)))
+    assert attention and all(rate == 0.2 for rate in attention)
+
+
+def test_attention_dropout_drops_attention_weights_alone():
+    x = keras.random.normal((2, 6, 8), seed=1)
+    only_attention = EncoderBlock(**BLOCK, dropout=0.0, attention_dropout=0.5)
+    without = EncoderBlock(**BLOCK, dropout=0.0, attention_dropout=0.0)
+    _build(only_attention), _build(without)
+    without.set_weights(only_attention.get_weights())
+    inference = keras.ops.convert_to_numpy(only_attention(x, training=False))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(without(x, training=True)), inference)
+    assert not np.allclose(keras.ops.convert_to_numpy(only_attention(x, training=True)), inference)
+
+
+@pytest.mark.parametrize("rate", [-0.1, 1.0])
+def test_attention_dropout_out_of_range_is_named(rate):
+    with pytest.raises(ValueError, match="attention_dropout"):
+        EncoderBlock(**BLOCK, attention_dropout=rate)

@@ -129,6 +129,7 @@ def test_transformer_tiny_is_the_published_recipe():
         256,
     )
     assert config["dropout_rate"] == 0.3 and config["share_embeddings"]
+    assert config["attention_dropout_rate"] == 0.0  # fairseq's default
     model.build(((None, None), (None, None)))
     # One matrix for the source and target embeddings and the output layer.
     assert model.output_projection is None
