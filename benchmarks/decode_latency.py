@@ -55,9 +55,14 @@ def _read_lines(path):
         return [line.strip() for line in f if line.strip()]
 
 
-def ours(repeats, data_dir):
+def export_small(data_dir, base):
+    """Exports the `small`-sized model (end token disabled) under `base`.
+
+    Returns:
+        `(export path, the first 32 Multi30k test sentences)`.
+    """
     from keras_transformer.data.tokenizer import END_ID, SubwordTokenizer
-    from keras_transformer.export import SessionModel, export_version
+    from keras_transformer.export import export_version
     from keras_transformer.models import Transformer
 
     # Real sentences and 8,000-piece vocabularies (keras-hub's side uses the
@@ -65,16 +70,24 @@ def ours(repeats, data_dir):
     source = SubwordTokenizer.train(_read_lines(os.path.join(data_dir, "train.en.gz")), VOCAB)
     target = SubwordTokenizer.train(_read_lines(os.path.join(data_dir, "train.de.gz")), VOCAB)
     sentences = _read_lines(os.path.join(data_dir, "test_2016_flickr.en.gz"))[:32]
+    keras.utils.set_random_seed(0)
     model = Transformer(LAYERS, D_MODEL, HEADS, DFF, source.vocab_size, target.vocab_size)
     model.build(((None, None), (None, None)))
     kernel, bias = model.output_projection.get_weights()
     bias[END_ID] = -1e9  # always generate GENERATED tokens
     model.output_projection.set_weights([kernel, bias])
+    path = export_version(
+        model, source, target, base, max_length=GENERATED, beam_size=4, check=False
+    )
+    return path, sentences
+
+
+def ours(repeats, data_dir):
+    from keras_transformer.export import SessionModel
+
     base = tempfile.mkdtemp()
     try:
-        path = export_version(
-            model, source, target, base, max_length=GENERATED, beam_size=4, check=False
-        )
+        path, sentences = export_small(data_dir, base)
         served = SessionModel(path)
         results = {}
         for batch in (1, 32):

@@ -74,7 +74,9 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
         initial_ids: `[batch]` start token of each row.
         initial_state: nested tensors with leading dimension `batch`
             (e.g. decoder caches, encoder output and mask); tiled to
-            `batch * beam_size` here.
+            `batch * beam_size` here. Tensors that `step_fn` returns as it
+            received them are not reordered with the beams: each step
+            saves copying them.
         beam_size: hypotheses kept per row.
         max_length: most tokens generated per hypothesis.
         end_id: the end token.
@@ -176,9 +178,16 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
                 finished_seqs=tf.gather(pool_seqs, pick, batch_dims=1),
                 finished_scores=finished_scores,
                 finished_flags=tf.gather(pool_flags, pick, batch_dims=1),
-                # The decoder state follows the hypotheses it now belongs to.
+                # The decoder state follows the hypotheses it now belongs to,
+                # except what the step passed through unchanged (the encoder
+                # output, the cross-attention cache): tiled from one row,
+                # it is the same for every beam of the row.
                 state=tf.nest.map_structure(
-                    lambda t: _gather_beams(t, source_beams, batch, k), state
+                    lambda new, old: (
+                        new if new is old else _gather_beams(new, source_beams, batch, k)
+                    ),
+                    state,
+                    s.state,
                 ),
             ),
         )

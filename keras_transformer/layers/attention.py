@@ -55,7 +55,11 @@ class _Projection(keras.layers.EinsumDense):
         n = self.contracted_dims
         kernel_shape = tuple(self.kernel.shape)
         in_size = math.prod(kernel_shape[:n])
-        leading = ops.shape(inputs)[: len(inputs.shape) - n]
+        inner = tuple(inputs.shape[1 : len(inputs.shape) - n])
+        if all(d is not None for d in inner):  # e.g. decoding's one position
+            leading = (-1, *inner)
+        else:
+            leading = ops.shape(inputs)[: len(inputs.shape) - n]
         kernel = ops.cast(ops.reshape(self.kernel, (in_size, -1)), self.compute_dtype)
         x = ops.matmul(ops.reshape(inputs, (-1, in_size)), kernel)
         x = ops.reshape(x, (*leading, *kernel_shape[n:]))

@@ -3,6 +3,7 @@
 import keras
 
 from keras_transformer._validation import check_positive_int
+from keras_transformer.layers import _rows
 from keras_transformer.layers._initializers import clone_initializer
 
 
@@ -80,8 +81,9 @@ class FeedForward(keras.layers.Layer):
         self._output.build((*input_shape[:-1], self.dff))
 
     def call(self, inputs, training=None):
-        hidden = self._intermediate(inputs)  # [batch, length, dff]
-        return self._dropout_layer(self._output(hidden), training=training)
+        rows, restore = _rows.as_rows(inputs)  # position-wise: one matmul each
+        hidden = self._intermediate(rows)  # [rows, dff]
+        return self._dropout_layer(restore(self._output(hidden)), training=training)
 
     def compute_output_shape(self, input_shape):
         return (*input_shape[:-1], self.d_model)

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers import Decoder, Encoder, PositionalEmbedding
+from keras_transformer.layers import Decoder, Encoder, PositionalEmbedding, _rows
 from keras_transformer.models.presets import preset_config
 
 
@@ -182,13 +182,14 @@ class Transformer(keras.Model):
         return self.encoder(x, mask=ops.not_equal(context_ids, 0), training=training)
 
     def _logits(self, hidden):
+        rows, restore = _rows.as_rows(hidden)  # one matmul, no tensordot
         if self.output_projection is not None:
-            logits = self.output_projection(hidden)
+            logits = self.output_projection(rows)
         else:
             embeddings = ops.cast(self.target_embedding.embeddings, hidden.dtype)
-            logits = ops.matmul(hidden, ops.transpose(embeddings))
+            logits = ops.matmul(rows, ops.transpose(embeddings))
         # The softmax and loss need float32 under mixed precision.
-        return ops.cast(logits, "float32")
+        return ops.cast(restore(logits), "float32")
 
     def decode(
         self,
