@@ -31,7 +31,9 @@ class BeamState(NamedTuple):
 
     @classmethod
     def shape_invariants(cls, beams, max_length, state):
-        """The shapes the loop keeps (batch and step state vary)."""
+        """The shapes the loop keeps: all but the batch axis are fixed, so a
+        step must return its state in the shapes it received (as
+        `greedy_search`)."""
         return cls(
             i=tf.TensorShape([]),
             ids=tf.TensorShape([None]),
@@ -40,7 +42,11 @@ class BeamState(NamedTuple):
             finished_seqs=tf.TensorShape([None, beams, max_length]),
             finished_scores=tf.TensorShape([None, beams]),
             finished_flags=tf.TensorShape([None, beams]),
-            state=tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), state),
+            # Static inner axes (cache length, heads, width) let every op of
+            # the step see its shapes: no shape reads, folded constants.
+            state=tf.nest.map_structure(
+                lambda t: tf.TensorShape([None]).concatenate(t.shape[1:]), state
+            ),
         )
 
 
@@ -74,7 +80,8 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
         initial_ids: `[batch]` start token of each row.
         initial_state: nested tensors with leading dimension `batch`
             (e.g. decoder caches, encoder output and mask); tiled to
-            `batch * beam_size` here. Tensors that `step_fn` returns as it
+            `batch * beam_size` here. `step_fn` returns it in the same
+            shapes (a cache of fixed size). Tensors that `step_fn` returns as it
             received them are not reordered with the beams: each step
             saves copying them.
         beam_size: hypotheses kept per row.

@@ -20,10 +20,19 @@ def _write_cache(cache, index, new):
     models must run in TensorFlow Serving without it.
     """
     max_length = ops.shape(cache)[2]
-    positions = ops.arange(max_length, dtype="int32")  # [max_length]
     index = ops.cast(index, "int32")
-    if new.shape[2] == 1:  # incremental decoding: broadcast, no gather
-        return ops.where((positions == index)[None, None, :, None, None], new, cache)
+    if new.shape[2] == 1:
+        # Incremental decoding: a scatter of the step's rows, which
+        # TensorFlow can do in place, where a select rewrites (and
+        # broadcasts over) the whole cache at every step.
+        rows = ops.shape(cache)[0] * 2
+        flat = ops.reshape(cache, (-1, *cache.shape[2:]))  # [batch * 2, max_length, ...]
+        indices = ops.stack(
+            [ops.arange(rows, dtype="int32"), ops.full((rows,), index, dtype="int32")], axis=1
+        )
+        updates = ops.reshape(new, (-1, *new.shape[3:]))  # [batch * 2, heads, dim]
+        return ops.reshape(ops.scatter_update(flat, indices, updates), ops.shape(cache))
+    positions = ops.arange(max_length, dtype="int32")  # [max_length]
     step = ops.shape(new)[2]
     in_window = ops.logical_and(positions >= index, positions < index + step)
     source = ops.clip(positions - index, 0, step - 1)

@@ -157,8 +157,11 @@ def test_transformer_beam_search_with_cache_equals_without():
     model.output_projection.set_weights([kernel * 10.0, bias])
 
     def uncached_step(ids, index, state):
-        history = tf.concat([state["history"], ids[:, None]], axis=1)
-        logits = model((state["context"], history))[:, -1]
+        # The whole prefix again at every step; positions after `index` are
+        # zeros, which the causal mask keeps out of position `index`.
+        at = tf.range(max_length)[None, :] == index
+        history = tf.where(at, ids[:, None], state["history"])
+        logits = tf.gather(model((state["context"], history)), index, axis=1)
         return logits, {"history": history, "context": state["context"]}
 
     cached = beam_search(
@@ -167,7 +170,7 @@ def test_transformer_beam_search_with_cache_equals_without():
     uncached = beam_search(
         uncached_step,
         tf.fill([3], 2),
-        {"history": tf.zeros([3, 0], tf.int32), "context": tf.constant(context)},
+        {"history": tf.zeros([3, max_length], tf.int32), "context": tf.constant(context)},
         beam_size=3,
         max_length=max_length,
         end_id=3,
