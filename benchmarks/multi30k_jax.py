@@ -146,7 +146,7 @@ def fit(args):
     from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
     from keras_transformer.metrics import MaskedAccuracy
     from keras_transformer.models import Transformer
-    from keras_transformer.schedules import WarmupSchedule
+    from keras_transformer.optimizers import paper_adam
 
     def path(name):
         return os.path.join(args.run, name)
@@ -161,15 +161,15 @@ def fit(args):
     keras.utils.set_random_seed(config["seed"])
     model = Transformer.from_config(model_config)
     model.build(((None, None), (None, None)))
-    # recipe.compile_for_training, which imports TensorFlow for tf.distribute.
-    if config["peak_learning_rate"] is None:
-        schedule = WarmupSchedule(model.d_model, config["warmup_steps"], scale=config["lr_scale"])
-    else:
-        schedule = WarmupSchedule.from_peak(
-            config["peak_learning_rate"], model.d_model, config["warmup_steps"]
-        )
+    # recipe.compile_for_training's optimizer and loss; that module imports
+    # TensorFlow (for tf.distribute), which this script must run without.
     model.compile(
-        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        optimizer=paper_adam(
+            model.d_model,
+            config["warmup_steps"],
+            config["lr_scale"],
+            config["peak_learning_rate"],
+        ),
         loss=MaskedSparseCategoricalCrossentropy(label_smoothing=config["label_smoothing"]),
         metrics=[MaskedAccuracy()],
         jit_compile=True,

@@ -1,10 +1,8 @@
 """The training recipe of the paper, shared by the trainer and the tuner."""
 
-import keras
-
 from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.metrics import MaskedAccuracy
-from keras_transformer.schedules import WarmupSchedule
+from keras_transformer.optimizers import paper_adam
 from keras_transformer.training import keras_adapter
 
 
@@ -21,7 +19,8 @@ def compile_for_training(
     """Compiles a built `Transformer` with the paper's optimizer and loss.
 
     Adam with beta_1 0.9, beta_2 0.98 and epsilon 1e-9 under
-    `WarmupSchedule(d_model, warmup_steps, scale=lr_scale)`, label-smoothed
+    `WarmupSchedule(d_model, warmup_steps, scale=lr_scale)`
+    (`optimizers.paper_adam`), label-smoothed
     cross-entropy and accuracy over non-padding tokens; then readies the
     model for `fit` under `strategy` (see `keras_adapter.prepare_for_fit`).
     Call it under `strategy`'s scope.
@@ -39,17 +38,8 @@ def compile_for_training(
     Returns:
         `model`.
     """
-    if peak_learning_rate is None:
-        schedule = WarmupSchedule(model.d_model, warmup_steps, scale=lr_scale)
-    elif lr_scale != 1.0:
-        raise ValueError(
-            "Give `lr_scale` or `peak_learning_rate`, not both. Received: "
-            f"lr_scale={lr_scale!r}, peak_learning_rate={peak_learning_rate!r}"
-        )
-    else:
-        schedule = WarmupSchedule.from_peak(peak_learning_rate, model.d_model, warmup_steps)
     model.compile(
-        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        optimizer=paper_adam(model.d_model, warmup_steps, lr_scale, peak_learning_rate),
         loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
         metrics=[MaskedAccuracy()],
         jit_compile=jit_compile,
