@@ -8,6 +8,7 @@ An interrupted search started again with the same command resumes
 (`overwrite=False`): finished trials are kept, unfinished ones rerun.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -21,6 +22,9 @@ from keras_transformer.training.trainer import prepare_tokenizers
 from keras_transformer.tuning.bleu_callback import BleuCallback
 from keras_transformer.tuning.config import OBJECTIVES, TUNERS, TuneConfig
 from keras_transformer.tuning.hypermodel import TransformerHyperModel
+
+# The searched dimensions that are `Transformer` arguments.
+_MODEL_DIMENSIONS = ("num_layers", "d_model", "num_heads", "dff", "dropout_rate", "norm_first")
 
 # Validation batches: one budget for every trial, so scores compare.
 VALID_BATCH_TOKENS = 4096
@@ -182,26 +186,25 @@ def train_best(options, best, search_run, log=print):
                 os.path.join(target.path, "tokenizers", name + ext),
             )
     values = best.values
+    # The options both configs name (data, lengths, vocabulary, seed,
+    # jit_compile, ...) carry over by name, so none is dropped.
+    tune_fields = {f.name for f in dataclasses.fields(config)}
+    shared = {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(TrainConfig)
+        if f.name in tune_fields
+    }
     train_config = TrainConfig(
-        dataset=config.dataset,
-        valid=config.valid,
-        data_dir=config.data_dir,
-        output_dir=output,
-        preset="tiny",
-        model_overrides={
-            k: values[k]
-            for k in ("num_layers", "d_model", "num_heads", "dff", "dropout_rate", "norm_first")
-        },
-        warmup_steps=int(values["warmup_steps"]),
-        label_smoothing=float(values["label_smoothing"]),
-        batch_tokens=int(values.get("batch_tokens", 4096)),
-        epochs=config.best_epochs or config.epochs,
-        steps_per_epoch=config.steps_per_epoch,
-        max_length=config.max_length,
-        vocab_size=config.vocab_size,
-        tokenizer_sample=config.tokenizer_sample,
-        seed=config.seed,
-        verbose=config.verbose,
+        **{
+            **shared,
+            "epochs": config.best_epochs or config.epochs,
+            "output_dir": output,
+            "preset": "tiny",
+            "model_overrides": {k: values[k] for k in _MODEL_DIMENSIONS},
+            "warmup_steps": int(values["warmup_steps"]),
+            "label_smoothing": float(values["label_smoothing"]),
+            "batch_tokens": int(values.get("batch_tokens", 4096)),
+        }
     )
     log(f"Training the best configuration into {output}")
     train(train_config, log=log)

@@ -139,3 +139,52 @@ def test_distributed_search_shares_trials(parallel_files, tmp_path):
     assert len(set(assignments)) == len(assignments)
     # One epoch per trial: across the workers' logs, each trial trained once.
     assert sum(len(re.findall(r" - val_masked_accuracy: ", out)) for out in outs) == 4
+
+
+@pytest.mark.parametrize("jit_compile, best_epochs", [(True, 5), (False, None)])
+def test_the_best_run_keeps_the_searchs_options(tmp_path, monkeypatch, jit_compile, best_epochs):
+    import types
+
+    import keras_transformer.training as training
+    from keras_transformer.tuning.config import TuneConfig
+    from keras_transformer.tuning.search import train_best
+
+    seen = {}
+    monkeypatch.setattr(training, "train", lambda config, log=None: seen.setdefault("c", config))
+    search_run = tmp_path / "search"
+    (search_run / "tokenizers").mkdir(parents=True)
+    for name in ("source.model", "source.vocab", "target.model", "target.vocab"):
+        (search_run / "tokenizers" / name).write_text(name)
+    options = TuneConfig(
+        dataset="synthetic",
+        directory=str(tmp_path / "tune"),
+        epochs=3,
+        best_epochs=best_epochs,
+        steps_per_epoch=11,
+        max_length=40,
+        vocab_size=300,
+        tokenizer_sample=500,
+        jit_compile=jit_compile,
+        seed=7,
+        verbose=0,
+    )
+    values = dict(num_layers=2, d_model=32, num_heads=4, dff=64, dropout_rate=0.2)
+    values.update(norm_first=True, warmup_steps=30, label_smoothing=0.05, batch_tokens=512)
+    path = train_best(
+        options,
+        types.SimpleNamespace(values=values),
+        types.SimpleNamespace(path=str(search_run)),
+        log=lambda *_: None,
+    )
+
+    config = seen["c"]
+    assert config.output_dir == path == str(tmp_path / "tune" / "best_run")
+    assert (config.jit_compile, config.seed, config.verbose) == (jit_compile, 7, 0)
+    assert (config.max_length, config.vocab_size, config.tokenizer_sample) == (40, 300, 500)
+    assert (config.epochs, config.steps_per_epoch) == (best_epochs or 3, 11)
+    assert (config.dataset, config.preset) == ("synthetic", "tiny")
+    assert config.model_overrides == {k: values[k] for k in list(values)[:6]}
+    assert (config.warmup_steps, config.label_smoothing, config.batch_tokens) == (30, 0.05, 512)
+    assert (
+        tmp_path / "tune" / "best_run" / "tokenizers" / "target.vocab"
+    ).read_text() == "target.vocab"
