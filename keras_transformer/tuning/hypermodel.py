@@ -20,6 +20,9 @@ DEFAULT_SPACE = {
 # Dimensions of `fit`, not of the model: token budgets for datasets,
 # sentences for arrays.
 _BATCH_DIMENSIONS = ("batch_tokens", "batch_size")
+# The dimensions that are `Transformer` arguments (the rest are the
+# recipe's or `fit`'s); `search.train_best` passes the same ones on.
+MODEL_DIMENSIONS = ("num_layers", "d_model", "num_heads", "dff", "dropout_rate", "norm_first")
 
 
 class TransformerHyperModel(keras_tuner.HyperModel):
@@ -107,11 +110,7 @@ class TransformerHyperModel(keras_tuner.HyperModel):
                 f"num_heads={config['num_heads']} does not divide d_model={config['d_model']}"
             )
         model = Transformer(
-            num_layers=config["num_layers"],
-            d_model=config["d_model"],
-            num_heads=config["num_heads"],
-            dff=config["dff"],
-            dropout_rate=config["dropout_rate"],
+            **{name: config[name] for name in MODEL_DIMENSIONS if name != "norm_first"},
             norm_first=bool(config["norm_first"]),
             input_vocab_size=self.input_vocab_size,
             target_vocab_size=self.target_vocab_size,

@@ -21,10 +21,7 @@ from keras_transformer.training.run_directory import RunDirectory
 from keras_transformer.training.trainer import prepare_tokenizers
 from keras_transformer.tuning.bleu_callback import BleuCallback
 from keras_transformer.tuning.config import OBJECTIVES, TUNERS, TuneConfig
-from keras_transformer.tuning.hypermodel import TransformerHyperModel
-
-# The searched dimensions that are `Transformer` arguments.
-_MODEL_DIMENSIONS = ("num_layers", "d_model", "num_heads", "dff", "dropout_rate", "norm_first")
+from keras_transformer.tuning.hypermodel import MODEL_DIMENSIONS, TransformerHyperModel
 
 # Validation batches: one budget for every trial, so scores compare.
 VALID_BATCH_TOKENS = 4096
@@ -200,7 +197,7 @@ def train_best(options, best, search_run, log=print):
             "epochs": config.best_epochs or config.epochs,
             "output_dir": output,
             "preset": "tiny",
-            "model_overrides": {k: values[k] for k in _MODEL_DIMENSIONS},
+            "model_overrides": {k: values[k] for k in MODEL_DIMENSIONS},
             "warmup_steps": int(values["warmup_steps"]),
             "label_smoothing": float(values["label_smoothing"]),
             "batch_tokens": int(values.get("batch_tokens", 4096)),
