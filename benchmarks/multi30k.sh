@@ -9,9 +9,9 @@
 #   inside 60 minutes on 2 CPU cores, training stopped at TIME_LIMIT
 #   minutes (54). Its recipe, RECIPE=tiny3: the tiny width with 3+3
 #   layers, dff 512, dropout DROPOUT (0.2; 0.1 on attention weights),
-#   separate 8,000-piece vocabularies, the
-#   paper's schedule with 600 warmup updates, 4,096-token batches, the
-#   average of the last 4 epochs of 100 updates.
+#   separate 8,000-piece vocabularies, the paper's schedule with 600
+#   warmup updates, 4,096-token batches, the average of the last 4 epochs
+#   of 100 updates.
 # - BUDGET=full: the "Transformer-Tiny" recipe of Wu et al. (ACL 2021;
 #   benchmarks/configs/multi30k_transformer_tiny.yaml: 4+4 layers, d_model
 #   128, feed-forward 256, dropout 0.3 (none on attention weights), one
