@@ -37,6 +37,8 @@ import time
 
 import numpy as np
 
+from keras_transformer.buckets import bucket_batch_sizes, bucket_edges
+
 
 def prepare(args):
     """Run directory + framed examples, with `train`'s own code (TensorFlow)."""
@@ -85,20 +87,11 @@ def _split(arrays, split):
     return list(zip(*columns))
 
 
-def bucket_edges(max_length, smallest=8):
-    """`pipeline.bucket_boundaries`, plus the last bucket's edge."""
-    edges, edge = [], smallest
-    while edge < max_length:
-        edges.append(edge)
-        edge = int(np.ceil(edge * 1.3 / 4) * 4)
-    return edges + [max_length]
-
-
 def batches(examples, batch_tokens, max_length, rng=None):
     """Token-budget batches, as `pipeline.batch_by_tokens`, padded to the
     bucket's edge. Forever, reshuffled each pass, with `rng`; else one pass."""
     edges = bucket_edges(max_length + 1)
-    sizes = [max(1, batch_tokens // edge) for edge in edges]
+    sizes = bucket_batch_sizes(edges, batch_tokens)
 
     def pack(rows, edge):
         out = np.zeros((3, len(rows), edge), np.int32)

@@ -2,9 +2,9 @@
 
 import dataclasses
 
-import numpy as np
 import tensorflow as tf
 
+from keras_transformer import buckets
 from keras_transformer.data.tokenizer import END_ID, START_ID
 
 LENGTH_POLICIES = ("filter", "truncate")
@@ -76,15 +76,6 @@ def length_stats(framed, policy="filter"):
     return LengthStats(pairs=pairs, too_long=too_long, policy=policy)
 
 
-def bucket_boundaries(max_length, smallest=8):
-    """Sequence-length bucket edges, growing geometrically to `max_length`."""
-    edges, edge = [], smallest
-    while edge < max_length:
-        edges.append(edge)
-        edge = int(np.ceil(edge * 1.3 / 4) * 4)
-    return edges
-
-
 def frame_examples(dataset, source_tokenizer, target_tokenizer, max_length=128, policy="filter"):
     """`(source, target)` strings -> `(context, target_in, target_out)` ids.
 
@@ -131,12 +122,12 @@ def batch_by_tokens(examples, batch_tokens=4096, max_length=128):
             "`batch_tokens` must be at least `max_length` "
             f"({max_length}). Received: batch_tokens={batch_tokens!r}"
         )
-    edges = bucket_boundaries(max_length + 1)
-    sizes = [max(1, batch_tokens // edge) for edge in edges + [max_length + 1]]
+    edges = buckets.bucket_edges(max_length + 1)
     batches = examples.bucket_by_sequence_length(
         element_length_func=lambda s, t_in, t_out: tf.maximum(tf.shape(s)[0], tf.shape(t_in)[0]),
-        bucket_boundaries=[e + 1 for e in edges],
-        bucket_batch_sizes=sizes,
+        # Exclusive upper bounds: a bucket holds lengths up to its edge.
+        bucket_boundaries=[edge + 1 for edge in edges[:-1]],
+        bucket_batch_sizes=buckets.bucket_batch_sizes(edges, batch_tokens),
         padded_shapes=([None], [None], [None]),
         padding_values=(0, 0, 0),
     )
