@@ -38,15 +38,17 @@ RECIPE=${RECIPE:-tiny3}
 RUN=${RUN:-runs/multi30k_${RECIPE}_$BUDGET}
 PY=${PY:-.venv/bin/python}
 MIXED=${MIXED:---no-mixed-precision}
+# The 3+3 recipe's epochs and how many of the last it averages.
 if [ "$BUDGET" = hour ]; then
+  TINY3_EPOCHS=(60 4)
   LIMIT=(--time-limit-minutes "${TIME_LIMIT:-54}")
   if [ "$RECIPE" = transformer_tiny ]; then
     LIMIT+=(--warmup-steps "${WARMUP:-1000}" --average-last "${AVERAGE:-5}")
   fi
 else
+  TINY3_EPOCHS=(80 10)
   LIMIT=()
 fi
-if [ "$BUDGET" = hour ]; then TINY3_EPOCHS=(60 4); else TINY3_EPOCHS=(80 10); fi
 if [ "$RECIPE" = tiny3 ]; then
   RECIPE_FLAGS=(--preset tiny --model-overrides \
     "{\"num_layers\": 3, \"dropout_rate\": ${DROPOUT:-0.2}, \"attention_dropout_rate\": 0.1}" --no-joint-vocabulary

@@ -5,6 +5,8 @@ that batch with NumPy under another backend (`benchmarks/multi30k_jax.py`)
 cut a corpus into the same buckets and batch shapes.
 """
 
+from keras_transformer._validation import check_positive_int
+
 
 def bucket_edges(max_length, smallest=8):
     """The longest sequence of each length bucket, the last one `max_length`.
@@ -26,10 +28,7 @@ def bucket_edges(max_length, smallest=8):
     >>> bucket_edges(33)
     [8, 12, 16, 24, 32, 33]
     """
-    if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
-        raise ValueError(
-            f"`max_length` must be a positive int. Received: max_length={max_length!r}"
-        )
+    check_positive_int("max_length", max_length)
     edges, edge = [], smallest
     while edge < max_length:
         edges.append(edge)
