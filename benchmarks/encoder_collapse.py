@@ -1,0 +1,60 @@
+"""Does a trained run's encoder keep source positions apart?
+
+For each run, on the first `--sentences` pairs of a parallel corpus: the
+encoder position similarity after the embedding and each encoder block,
+and the normalized cross-attention entropy of each decoder block
+(`keras_transformer.models.diagnostics`). A collapsed encoder shows
+similarities near 1 and entropies near 1: the decoder then reads the
+source as one vector, and translates it loosely.
+
+    .venv/bin/python benchmarks/encoder_collapse.py RUN [RUN ...] \
+        [--weights final] [--source ../shared/data/multi30k/val.en.gz \
+         --target ../shared/data/multi30k/val.de.gz] [--sentences 64]
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+from keras_transformer.data.sources import read_parallel_files  # noqa: E402
+from keras_transformer.data.tokenizer import START_ID  # noqa: E402
+from keras_transformer.models import (  # noqa: E402
+    cross_attention_entropy,
+    encoder_position_similarity,
+)
+from keras_transformer.training import load_run  # noqa: E402
+
+DATA = "../shared/data/multi30k"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+")
+    parser.add_argument("--weights", default="final")
+    parser.add_argument("--source", default=f"{DATA}/val.en.gz")
+    parser.add_argument("--target", default=f"{DATA}/val.de.gz")
+    parser.add_argument("--sentences", type=int, default=64)
+    args = parser.parse_args()
+    source_lines, target_lines, _ = read_parallel_files(args.source, args.target)
+    sources = tf.constant(source_lines[: args.sentences])
+    targets = tf.constant(target_lines[: args.sentences])
+    for path in args.runs:
+        model, source_tokenizer, target_tokenizer, _ = load_run(path, args.weights)
+        context = source_tokenizer.tokenize(sources).to_tensor()
+        target = target_tokenizer.tokenize(targets)
+        start = tf.fill([target.nrows(), 1], tf.cast(START_ID, target.dtype))
+        target_in = tf.concat([start, target], axis=1).to_tensor()
+        similarity = encoder_position_similarity(model, context)
+        entropy = cross_attention_entropy(model, context, target_in)
+        print(f"{path} ({args.weights} weights, {int(sources.shape[0])} sentences)")
+        print("  encoder position similarity:", " ".join(f"{v:.3f}" for v in similarity))
+        print("  cross-attention entropy:    ", " ".join(f"{v:.3f}" for v in entropy))
+
+
+if __name__ == "__main__":
+    main()
