@@ -107,21 +107,18 @@ def cross_attention_entropy(model, context_ids, target_ids):
     heads = model.num_heads
     entropies = []
     for block in model.decoder.blocks:
-        scores = ops.cast(
-            block.cross_attention_scores(
-                hidden, encoded, inputs_mask=target_mask, encoder_outputs_mask=source_mask
-            ),
-            "float32",
-        )
-        entropy = -ops.sum(scores * ops.log(ops.maximum(scores, 1e-12)), axis=-1)
-        total = ops.sum(entropy / largest * weights)
-        entropies.append(float(total / ops.maximum(ops.sum(weights) * heads, 1.0)))
-        hidden = block(
+        # One call gives the block's output and its cross-attention weights.
+        hidden, scores = block(
             hidden,
             encoded,
             inputs_mask=target_mask,
             encoder_outputs_mask=source_mask,
             training=False,
+            return_attention_scores=True,
         )
+        scores = ops.cast(scores, "float32")
+        entropy = -ops.sum(scores * ops.log(ops.maximum(scores, 1e-12)), axis=-1)
+        total = ops.sum(entropy / largest * weights)
+        entropies.append(float(total / ops.maximum(ops.sum(weights) * heads, 1.0)))
     # Rounding can put a uniform head a hair above 1.
     return [min(value, 1.0) for value in entropies]
