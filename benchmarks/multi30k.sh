@@ -38,21 +38,23 @@
 set -euo pipefail
 DATA=${1:-../shared/data/multi30k}
 BUDGET=${BUDGET:-hour}
-if [ "$BUDGET" = hour ]; then RECIPE=${RECIPE:-tiny3}; else RECIPE=${RECIPE:-transformer_tiny_prenorm}; fi
-RUN=${RUN:-runs/multi30k_${RECIPE}_$BUDGET}
-PY=${PY:-.venv/bin/python}
-MIXED=${MIXED:---no-mixed-precision}
-# The 3+3 recipe's epochs and how many of the last it averages.
+# Per budget: the default recipe, the 3+3 recipe's epochs and how many of
+# the last it averages, and the time limit.
 if [ "$BUDGET" = hour ]; then
+  RECIPE=${RECIPE:-tiny3}
   TINY3_EPOCHS=(60 4)
   LIMIT=(--time-limit-minutes "${TIME_LIMIT:-54}")
   if [ "$RECIPE" != tiny3 ]; then
     LIMIT+=(--warmup-steps "${WARMUP:-1000}" --average-last "${AVERAGE:-5}")
   fi
 else
+  RECIPE=${RECIPE:-transformer_tiny_prenorm}
   TINY3_EPOCHS=(80 10)
   LIMIT=()
 fi
+RUN=${RUN:-runs/multi30k_${RECIPE}_$BUDGET}
+PY=${PY:-.venv/bin/python}
+MIXED=${MIXED:---no-mixed-precision}
 if [ "$RECIPE" = tiny3 ]; then
   RECIPE_FLAGS=(--preset tiny --model-overrides \
     "{\"num_layers\": 3, \"dropout_rate\": ${DROPOUT:-0.2}, \"attention_dropout_rate\": 0.1}" --no-joint-vocabulary
