@@ -16,11 +16,18 @@ lines of their own:
     beam4_batch1_vs_floor: X.XX
     greedy_batch1_vs_floor: X.XX
 
+It also measures what no decoder step can remove, and prints the ratio a
+step made of nothing but its matrix products would reach (`..._bound_vs_floor`):
+the latency of a one-token request (tokenizers, encoder, set-up and one
+real step), plus, for each of the other 31 steps, the floor's products and
+`decode_floor.py`'s search alone (the same search around a table lookup).
+
     .venv/bin/pip install keras-hub
     .venv/bin/python benchmarks/decode_latency.py [--repeats 5] [--data DIR] [--ours-only]
 """
 
 import argparse
+import functools
 import gzip
 import os
 import shutil
@@ -55,29 +62,42 @@ def _read_lines(path):
         return [line.strip() for line in f if line.strip()]
 
 
-def export_small(data_dir, base):
-    """Exports the `small`-sized model (end token disabled) under `base`.
-
-    Returns:
-        `(export path, the first 32 Multi30k test sentences)`.
-    """
-    from keras_transformer.data.tokenizer import END_ID, SubwordTokenizer
-    from keras_transformer.export import export_version
-    from keras_transformer.models import Transformer
+@functools.cache
+def _tokenizers(data_dir):
+    from keras_transformer.data.tokenizer import SubwordTokenizer
 
     # Real sentences and 8,000-piece vocabularies (keras-hub's side uses the
     # same vocabulary size), learned from Multi30k's training text.
     source = SubwordTokenizer.train(_read_lines(os.path.join(data_dir, "train.en.gz")), VOCAB)
     target = SubwordTokenizer.train(_read_lines(os.path.join(data_dir, "train.de.gz")), VOCAB)
+    return source, target
+
+
+def export_small(data_dir, base, generated=GENERATED):
+    """Exports the `small`-sized model (end token disabled) under `base`.
+
+    Args:
+        data_dir: the Multi30k directory.
+        base: the export's base directory.
+        generated: tokens every request generates.
+
+    Returns:
+        `(export path, the first 32 Multi30k test sentences)`.
+    """
+    from keras_transformer.data.tokenizer import END_ID
+    from keras_transformer.export import export_version
+    from keras_transformer.models import Transformer
+
+    source, target = _tokenizers(data_dir)
     sentences = _read_lines(os.path.join(data_dir, "test_2016_flickr.en.gz"))[:32]
     keras.utils.set_random_seed(0)
     model = Transformer(LAYERS, D_MODEL, HEADS, DFF, source.vocab_size, target.vocab_size)
     model.build(((None, None), (None, None)))
     kernel, bias = model.output_projection.get_weights()
-    bias[END_ID] = -1e9  # always generate GENERATED tokens
+    bias[END_ID] = -1e9  # always generate `generated` tokens
     model.output_projection.set_weights([kernel, bias])
     path = export_version(
-        model, source, target, base, max_length=GENERATED, beam_size=4, check=False
+        model, source, target, base, max_length=generated, beam_size=4, check=False
     )
     return path, sentences
 
@@ -96,6 +116,16 @@ def ours(repeats, data_dir):
                 results[(name, batch)] = _timed(
                     lambda: served.run(signature, {"text": text}), repeats
                 )
+        served.close()
+        # The same weights (same seed), generating one token: what a request
+        # costs besides its steps, plus one step.
+        path, _ = export_small(data_dir, os.path.join(base, "one_token"), generated=1)
+        served = SessionModel(path)
+        text = np.array([sentences[0].encode()], dtype=object)
+        for name, signature in (("beam4", "serving_default"), ("greedy", "translate_greedy")):
+            results[(name, "one token")] = _timed(
+                lambda: served.run(signature, {"text": text}), repeats
+            )
         served.close()
         return results
     finally:
@@ -225,10 +255,17 @@ def main():
     import decode_floor
 
     assert (decode_floor.LAYERS, decode_floor.D_MODEL, decode_floor.DFF) == (LAYERS, D_MODEL, DFF)
-    for name, rows in (("beam4", 4), ("greedy", 1)):
-        floor = decode_floor._session_ms(decode_floor.matmuls(rows, tf.float32), 3 * args.repeats)
+    assert decode_floor.STEPS == GENERATED
+    for name, beams in (("beam4", 4), ("greedy", 1)):
+        floor = decode_floor._session_ms(decode_floor.matmuls(beams, tf.float32), 3 * args.repeats)
+        search = decode_floor._session_ms(decode_floor.search(1, beams), 3 * args.repeats)
+        one_token = ours_ms[(name, "one token")]
+        bound = one_token + (GENERATED - 1) * (floor + search) / GENERATED
         print(f"{name} batch 1 floor (ms): {floor:.1f}")
-        print(f"{name}_batch1_vs_floor: {ours_ms[(name, 1)] / floor:.2f}", flush=True)
+        print(f"{name} batch 1 search alone (ms): {search:.1f}")
+        print(f"{name} batch 1, one generated token (ms): {one_token:.1f}")
+        print(f"{name}_batch1_vs_floor: {ours_ms[(name, 1)] / floor:.2f}")
+        print(f"{name}_batch1_bound_vs_floor: {bound / floor:.2f}", flush=True)
     if args.ours_only:
         return
     hub = {jit: keras_hub_side(args.repeats, jit) for jit in (False, True)}

@@ -1,0 +1,101 @@
+"""What each part of a decoding step costs, found by taking it out.
+
+A session trace (`decode_trace.py`) names the ops of a step, but its
+per-op durations overlap: on two cores, small ops that run beside a large
+matmul are stretched by it. This script measures by removal instead: it
+exports the model of `decode_latency.py` once as it is and once with a
+part of the step replaced by an identity, and times both exports' batch-1
+signatures in the same session setting (median of `--repeats`). The
+numbers of an ablated export are wrong on purpose; only its latency means
+anything. Each variant runs in a fresh process, so that no patch leaks into
+the next.
+
+- `attention`: the single-query attention over the cache (logits, masked
+  softmax, weighted sum), self- and cross-attention; the projections stay.
+- `attention+cache`: also the cache writes and the key/value split.
+- `attention+cache+layernorm`: also every layer normalization.
+
+    .venv/bin/python benchmarks/decode_ablation.py [--repeats 21]
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VARIANTS = ("none", "attention", "attention+cache", "attention+cache+layernorm")
+
+
+def _remove(parts):
+    """Replaces `parts` of the step with identities (in this process only)."""
+    import keras
+
+    from keras_transformer.layers import attention
+
+    if "attention" in parts:
+        # The query stands in for the context: same shape, no attention ops.
+        attention.MultiHeadAttention._attend_one_query = lambda self, q, *args, **kwargs: (q, None)
+    if "cache" in parts:
+        attention._write_cache = lambda cache, index, new: cache
+        attention._split_cache = lambda cache: (cache[:, 0], cache[:, 0])
+    if "layernorm" in parts:
+        keras.layers.LayerNormalization.call = lambda self, inputs: inputs
+
+
+def _measure(variant, repeats, data_dir):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, ROOT)
+    if variant != "none":
+        _remove(variant.split("+"))
+    import decode_latency
+    import numpy as np
+
+    from keras_transformer.export import SessionModel
+
+    base = tempfile.mkdtemp()
+    try:
+        path, sentences = decode_latency.export_small(data_dir, base)
+        served = SessionModel(path)
+        text = np.array([sentences[0].encode()], dtype=object)
+        for name, signature in (("beam4", "serving_default"), ("greedy", "translate_greedy")):
+            ms = decode_latency._timed(lambda: served.run(signature, {"text": text}), repeats)
+            print(f"{variant}\t{name}\t{ms:.1f}", flush=True)
+        served.close()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=21)
+    parser.add_argument("--data", default=os.path.join("..", "shared", "data", "multi30k"))
+    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.variant:
+        _measure(args.variant, args.repeats, args.data)
+        return
+    ms = {}
+    for variant in VARIANTS:
+        out = subprocess.run(
+            [sys.executable, __file__, "--variant", variant]
+            + ["--repeats", str(args.repeats), "--data", args.data],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        for line in out.splitlines():
+            name, search, value = line.split("\t")
+            ms[(name, search)] = float(value)
+    print("| removed from the step | beam 4, batch 1 (ms) | greedy, batch 1 (ms) |")
+    print("| --- | --- | --- |")
+    for variant in VARIANTS:
+        beam, greedy = ms[(variant, "beam4")], ms[(variant, "greedy")]
+        print(f"| {variant} | {beam:.1f} | {greedy:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
