@@ -21,8 +21,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 
+from keras_transformer.data.pipeline import frame_examples  # noqa: E402
 from keras_transformer.data.sources import read_parallel_files  # noqa: E402
-from keras_transformer.data.tokenizer import START_ID  # noqa: E402
 from keras_transformer.models import (  # noqa: E402
     cross_attention_entropy,
     encoder_position_similarity,
@@ -41,17 +41,17 @@ def main():
     parser.add_argument("--sentences", type=int, default=64)
     args = parser.parse_args()
     source_lines, target_lines, _ = read_parallel_files(args.source, args.target)
-    sources = tf.constant(source_lines[: args.sentences])
-    targets = tf.constant(target_lines[: args.sentences])
+    pairs = tf.data.Dataset.from_tensor_slices(
+        (source_lines[: args.sentences], target_lines[: args.sentences])
+    )
     for path in args.runs:
         model, source_tokenizer, target_tokenizer, _ = load_run(path, args.weights)
-        context = source_tokenizer.tokenize(sources).to_tensor()
-        target = target_tokenizer.tokenize(targets)
-        start = tf.fill([target.nrows(), 1], tf.cast(START_ID, target.dtype))
-        target_in = tf.concat([start, target], axis=1).to_tensor()
+        # Framed as in training: source + end token, start token + target.
+        framed = frame_examples(pairs, source_tokenizer, target_tokenizer, policy="truncate")
+        context, target_in, _ = next(iter(framed.padded_batch(args.sentences)))
         similarity = encoder_position_similarity(model, context)
         entropy = cross_attention_entropy(model, context, target_in)
-        print(f"{path} ({args.weights} weights, {int(sources.shape[0])} sentences)")
+        print(f"{path} ({args.weights} weights, {int(context.shape[0])} sentences)")
         print("  encoder position similarity:", " ".join(f"{v:.3f}" for v in similarity))
         print("  cross-attention entropy:    ", " ".join(f"{v:.3f}" for v in entropy))
 

@@ -34,7 +34,7 @@ def encoder_position_similarity(model, context_ids):
     For the embedding output and after each encoder block: the cosine
     similarity of every two distinct non-padding positions of a sentence,
     averaged over the pairs of the batch. A trained encoder keeps positions
-    apart (about 0.1-0.2 on Multi30k); a value near 1 says the encoder has
+    apart (0.02-0.2 on Multi30k); a value near 1 says the encoder has
     collapsed to one vector per sentence. Under pre-norm the last entry
     includes the encoder's final norm, so that it is what the decoder reads.
 
