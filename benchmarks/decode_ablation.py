@@ -51,7 +51,6 @@ def _measure(variant, repeats, data_dir):
     if variant != "none":
         _remove(variant.split("+"))
     import decode_latency
-    import numpy as np
 
     from keras_transformer.export import SessionModel
 
@@ -59,9 +58,7 @@ def _measure(variant, repeats, data_dir):
     try:
         path, sentences = decode_latency.export_small(data_dir, base)
         served = SessionModel(path)
-        text = np.array([sentences[0].encode()], dtype=object)
-        for name, signature in (("beam4", "serving_default"), ("greedy", "translate_greedy")):
-            ms = decode_latency._timed(lambda: served.run(signature, {"text": text}), repeats)
+        for name, ms in decode_latency.time_signatures(served, sentences[:1], repeats).items():
             print(f"{variant}\t{name}\t{ms:.1f}", flush=True)
         served.close()
     finally:
@@ -88,8 +85,8 @@ def main():
             text=True,
         ).stdout
         for line in out.splitlines():
-            name, search, value = line.split("\t")
-            ms[(name, search)] = float(value)
+            removed, search, value = line.split("\t")
+            ms[(removed, search)] = float(value)
     print("| removed from the step | beam 4, batch 1 (ms) | greedy, batch 1 (ms) |")
     print("| --- | --- | --- |")
     for variant in VARIANTS:

@@ -102,6 +102,18 @@ def export_small(data_dir, base, generated=GENERATED):
     return path, sentences
 
 
+SIGNATURES = (("beam4", "serving_default"), ("greedy", "translate_greedy"))
+
+
+def time_signatures(served, sentences, repeats):
+    """Median ms of each search's signature of `served` on `sentences`."""
+    text = np.array([s.encode() for s in sentences], dtype=object)
+    return {
+        name: _timed(lambda: served.run(signature, {"text": text}), repeats)
+        for name, signature in SIGNATURES
+    }
+
+
 def ours(repeats, data_dir):
     from keras_transformer.export import SessionModel
 
@@ -111,21 +123,15 @@ def ours(repeats, data_dir):
         served = SessionModel(path)
         results = {}
         for batch in (1, 32):
-            text = np.array([s.encode() for s in sentences[:batch]], dtype=object)
-            for name, signature in (("beam4", "serving_default"), ("greedy", "translate_greedy")):
-                results[(name, batch)] = _timed(
-                    lambda: served.run(signature, {"text": text}), repeats
-                )
+            for name, ms in time_signatures(served, sentences[:batch], repeats).items():
+                results[(name, batch)] = ms
         served.close()
         # The same weights (same seed), generating one token: what a request
         # costs besides its steps, plus one step.
         path, _ = export_small(data_dir, os.path.join(base, "one_token"), generated=1)
         served = SessionModel(path)
-        text = np.array([sentences[0].encode()], dtype=object)
-        for name, signature in (("beam4", "serving_default"), ("greedy", "translate_greedy")):
-            results[(name, "one token")] = _timed(
-                lambda: served.run(signature, {"text": text}), repeats
-            )
+        for name, ms in time_signatures(served, sentences[:1], repeats).items():
+            results[(name, "one token")] = ms
         served.close()
         return results
     finally:
