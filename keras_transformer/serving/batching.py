@@ -1,5 +1,6 @@
 """Batching of concurrent requests, with large ones split into fair pieces."""
 
+import logging
 import queue
 import threading
 import time
@@ -7,7 +8,11 @@ from concurrent import futures
 
 import numpy as np
 
+log = logging.getLogger("keras_transformer.serve")
+
 _NOTHING = object()
+# How often a waiting request asks whether its client is still there.
+_POLL_SECONDS = 0.05
 
 
 class RequestCancelled(Exception):
@@ -15,7 +20,7 @@ class RequestCancelled(Exception):
 
 
 class DeadlineExceeded(RequestCancelled):
-    """The request's deadline passed, or would before its work is done."""
+    """The request's deadline passed before its work was done."""
 
 
 class Batcher:
@@ -27,17 +32,26 @@ class Batcher:
     each queued behind whatever arrived meanwhile: other requests are
     interleaved with it instead of waiting for all of it (TF Serving's
     large-batch splitting). With `split=False` such a request is refused.
-    Before each piece, and again when a batch is formed, the request's
-    `alive()` is asked: a cancelled or expired request stops consuming work.
-    A request with a deadline (`time_left()`) is also dropped when the
-    batch it would run in cannot finish before it, judged by the measured
-    seconds per row: its answer would come after the client has gone.
+
+    As in TF Serving, nothing is refused on a guess of how long it would
+    take: before each piece, and again when a batch is formed, the request
+    is asked whether its client is still there (`alive()`) and its deadline
+    has not passed (`time_left()`); one that fails either stops consuming
+    work. A run that raises fails the requests of its batch alone: the
+    batcher goes on with the next.
 
     Args:
         run: `run(inputs) -> outputs`, dicts of arrays with rows first.
         max_batch_size: most rows in one run.
         timeout: seconds a request waits for others to join its batch.
         split: split large requests (else they are refused).
+
+    Example:
+
+    >>> batcher = Batcher(lambda x: {"twice": 2 * x["n"]}, max_batch_size=2)
+    >>> batcher.submit({"n": np.arange(5)})["twice"].tolist()
+    [0, 2, 4, 6, 8]
+    >>> batcher.stop()
     """
 
     def __init__(self, run, max_batch_size=32, timeout=0.005, split=True):
@@ -46,21 +60,23 @@ class Batcher:
         self.timeout = timeout
         self.split = split
         self.queue = queue.Queue()
-        self.seconds_per_row = 0.0  # moving average of measured runs
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
     def submit(self, inputs, alive=lambda: True, time_left=lambda: None):
-        """Runs `inputs` (rows first); returns the outputs.
+        """Runs `inputs` (rows first, at least one row); returns the outputs.
 
         `alive()` is False once the client cancelled; `time_left()` is the
         seconds to the request's deadline, or None without one.
 
         Raises:
             RequestCancelled: `alive()` turned False before the work was done.
-            ValueError: too many rows with `split=False`.
+            DeadlineExceeded: the deadline passed before the work was done.
+            ValueError: no rows, or too many rows with `split=False`.
         """
-        rows = len(next(iter(inputs.values())))
+        rows = _rows(inputs)
+        if rows == 0:
+            raise ValueError("A batched request needs at least one row")
         if rows > self.max_batch_size and not self.split:
             raise ValueError(
                 f"The request has {rows} rows, over the batch size of {self.max_batch_size}, "
@@ -76,10 +92,23 @@ class Batcher:
         return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
 
     def _piece(self, inputs, request):
-        request.check(_rows(inputs) * self.seconds_per_row)
+        request.check()
         done = futures.Future()
         self.queue.put((inputs, done, request))
-        return done.result()
+        # Waits in short steps, so that a client who leaves frees its
+        # server thread at once; the batch then skips its rows.
+        while True:
+            try:
+                return done.result(timeout=_POLL_SECONDS)
+            except futures.TimeoutError:
+                if not done.running():
+                    try:
+                        request.check()
+                    except RequestCancelled:
+                        if done.cancel():  # not yet taken into a batch
+                            raise
+                if not self.thread.is_alive() and not done.done():
+                    raise RuntimeError("The batcher has stopped") from None
 
     def stop(self):
         self.queue.put(None)
@@ -104,44 +133,42 @@ class Batcher:
                     break
                 batch.append(nxt)
                 rows += _rows(nxt[0])
-            self._run(batch)
+            try:
+                self._run(batch)
+            except BaseException as error:  # the loop outlives any one batch
+                log.exception("A batch failed")
+                for _, done, _ in batch:
+                    if not done.done():
+                        done.set_exception(error)
 
     def _run(self, batch):
-        estimate = sum(_rows(item[0]) for item in batch) * self.seconds_per_row
         live = []
-        for item in batch:
+        for inputs, done, request in batch:
+            if not done.set_running_or_notify_cancel():
+                continue  # its client left while it was queued
             try:
-                item[2].check(estimate)
-                live.append(item)
+                request.check()
+                live.append((inputs, done))
             except RequestCancelled as error:
-                item[1].set_exception(error)
+                done.set_exception(error)
         if not live:
             return
-        start = time.monotonic()
         try:
             keys = live[0][0].keys()
-            if len(live) == 1 or any(b[0].keys() != keys for b in live):
-                for inputs, done, _ in live:
+            if len(live) == 1 or any(inputs.keys() != keys for inputs, _ in live):
+                for inputs, done in live:
                     done.set_result(self.run(inputs))
                 return
-            sizes = [_rows(inputs) for inputs, _, _ in live]
-            joined = {k: np.concatenate([inputs[k] for inputs, _, _ in live]) for k in keys}
+            sizes = [_rows(inputs) for inputs, _ in live]
+            joined = {k: np.concatenate([inputs[k] for inputs, _ in live]) for k in keys}
             outputs = self.run(joined)
             offsets = np.cumsum([0] + sizes)
-            for i, (_, done, _) in enumerate(live):
+            for i, (_, done) in enumerate(live):
                 done.set_result({k: v[offsets[i] : offsets[i + 1]] for k, v in outputs.items()})
-        except Exception as error:  # every waiting request learns of it
-            for _, done, _ in live:
+        except Exception as error:  # every request of this batch learns of it
+            for _, done in live:
                 if not done.done():
                     done.set_exception(error)
-        finally:
-            rows = sum(_rows(item[0]) for item in live)
-            measured = (time.monotonic() - start) / rows
-            self.seconds_per_row = (
-                measured
-                if not self.seconds_per_row
-                else (0.8 * self.seconds_per_row + 0.2 * measured)
-            )
 
 
 class _Request:
@@ -151,14 +178,11 @@ class _Request:
         self.alive = alive
         self.time_left = time_left
 
-    def check(self, seconds):
-        """Raises unless the client still waits, and would for `seconds` more."""
+    def check(self):
+        """Raises unless the client still waits and its deadline is ahead."""
         left = self.time_left()
-        if left is not None and left <= seconds:
-            raise DeadlineExceeded(
-                f"The request's deadline leaves {max(left, 0.0):.3f} s, and its work takes "
-                f"about {seconds:.3f} s"
-            )
+        if left is not None and left <= 0:
+            raise DeadlineExceeded("The request's deadline passed before its work was done")
         if not self.alive():
             raise RequestCancelled("The client cancelled the request")
 

@@ -1,0 +1,145 @@
+"""`Batcher`: batches, pieces, failures and clients who leave."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from keras_transformer.serving.batching import Batcher, DeadlineExceeded, RequestCancelled
+
+
+def _double(inputs):
+    return {"out": 2 * inputs["x"]}
+
+
+@pytest.fixture
+def batchers():
+    made = []
+
+    def make(run=_double, **kwargs):
+        batcher = Batcher(run, **kwargs)
+        made.append(batcher)
+        return batcher
+
+    yield make
+    for batcher in made:
+        batcher.stop()
+
+
+@pytest.mark.parametrize("rows", [1, 3, 4, 5, 17])
+@pytest.mark.parametrize("max_batch_size", [1, 4])
+def test_results_match_an_unbatched_run(batchers, rows, max_batch_size):
+    seen = []
+
+    def run(inputs):
+        seen.append(len(inputs["x"]))
+        return _double(inputs)
+
+    batcher = batchers(run, max_batch_size=max_batch_size)
+    x = np.arange(rows)
+    np.testing.assert_array_equal(batcher.submit({"x": x})["out"], 2 * x)
+    assert max(seen) <= max_batch_size and sum(seen) == rows
+
+
+def test_concurrent_requests_share_a_batch_and_get_their_own_rows(batchers):
+    sizes = []
+
+    def run(inputs):
+        sizes.append(len(inputs["x"]))
+        return _double(inputs)
+
+    batcher = batchers(run, max_batch_size=64, timeout=0.2)
+    results = {}
+
+    def send(i):
+        results[i] = batcher.submit({"x": np.full(i + 1, i)})["out"]
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for i in range(6):
+        np.testing.assert_array_equal(results[i], np.full(i + 1, 2 * i))
+    assert len(sizes) < 6  # some were batched together
+
+
+def test_an_empty_request_is_refused_and_the_batcher_lives_on(batchers):
+    batcher = batchers()
+    with pytest.raises(ValueError, match="at least one row"):
+        batcher.submit({"x": np.zeros([0])})
+    assert batcher.submit({"x": np.arange(2)})["out"].tolist() == [0, 2]
+    assert batcher.thread.is_alive()
+
+
+@pytest.mark.parametrize("error", [ZeroDivisionError("boom"), KeyError("k"), MemoryError()])
+def test_a_failing_batch_fails_its_requests_only(batchers, error):
+    def run(inputs):
+        if (inputs["x"] < 0).any():
+            raise error
+        return _double(inputs)
+
+    batcher = batchers(run, max_batch_size=4)
+    with pytest.raises(type(error)):
+        batcher.submit({"x": np.array([-1])})
+    for _ in range(3):
+        assert batcher.submit({"x": np.array([3])})["out"].tolist() == [6]
+    assert batcher.thread.is_alive()
+
+
+def test_no_request_is_refused_for_a_guess_after_slow_batches(batchers):
+    # Slow batches must not make a fast request with a short deadline be
+    # refused up front: it runs, and is answered in time.
+    def run(inputs):
+        time.sleep(0.3 if inputs["x"][0] < 0 else 0.0)
+        return _double(inputs)
+
+    batcher = batchers(run, max_batch_size=1, timeout=0.0)
+    for _ in range(3):
+        batcher.submit({"x": np.array([-1])})
+    deadline = time.monotonic() + 0.25
+    result = batcher.submit({"x": np.array([5])}, time_left=lambda: deadline - time.monotonic())
+    assert result["out"].tolist() == [10]
+
+
+def test_an_expired_request_stops_between_pieces(batchers):
+    ran = []
+
+    def run(inputs):
+        ran.append(len(inputs["x"]))
+        time.sleep(0.05)
+        return _double(inputs)
+
+    batcher = batchers(run, max_batch_size=2, timeout=0.0)
+    deadline = time.monotonic() + 0.12
+    with pytest.raises(DeadlineExceeded):
+        batcher.submit({"x": np.arange(40)}, time_left=lambda: deadline - time.monotonic())
+    assert 0 < sum(ran) < 40
+
+
+def test_a_client_who_leaves_while_queued_frees_its_thread_at_once(batchers):
+    release = threading.Event()
+
+    def run(inputs):
+        release.wait(10)
+        return _double(inputs)
+
+    batcher = batchers(run, max_batch_size=1, timeout=0.0)
+    busy = threading.Thread(target=batcher.submit, args=({"x": np.array([1])},))
+    busy.start()
+    time.sleep(0.1)  # the batcher is running the first request
+    gone = threading.Event()
+    threading.Timer(0.1, gone.set).start()
+    start = time.monotonic()
+    with pytest.raises(RequestCancelled):
+        batcher.submit({"x": np.array([2])}, alive=lambda: not gone.is_set())
+    assert time.monotonic() - start < 2.0  # not after the running batch
+    release.set()
+    busy.join()
+
+
+def test_splitting_can_be_refused(batchers):
+    batcher = batchers(max_batch_size=2, split=False)
+    with pytest.raises(ValueError, match="--no-split-large-requests"):
+        batcher.submit({"x": np.arange(3)})
