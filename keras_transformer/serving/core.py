@@ -1,8 +1,9 @@
 """What the gRPC and REST front ends share: the served models and their calls.
 
 Each call raises `ServingError` with a TF Serving status code name
-(`NOT_FOUND`, `INVALID_ARGUMENT`, `CANCELLED`, `DEADLINE_EXCEEDED`), which gRPC sends as a status
-and REST as 404 or 400 with `{"error": ...}`.
+(`NOT_FOUND`, `INVALID_ARGUMENT`, `CANCELLED`, `DEADLINE_EXCEEDED`,
+`RESOURCE_EXHAUSTED`, `UNAVAILABLE`), which gRPC sends as a status and REST
+as 404, 400, 504 or 503 with `{"error": ...}`.
 """
 
 import threading
@@ -13,7 +14,18 @@ import tensorflow as tf
 from keras_transformer.export.session_model import SignatureNotFound
 from keras_transformer.serving.batching import DeadlineExceeded, RequestCancelled
 from keras_transformer.serving.limits import RequestLimits, RequestRejected, request_inputs
-from keras_transformer.serving.metrics import Metrics
+from keras_transformer.serving.metrics import UNKNOWN, Metrics
+
+# gRPC status code names of TensorFlow's op errors.
+_OP_ERROR_CODES = {
+    "InvalidArgumentError": "INVALID_ARGUMENT",
+    "ResourceExhaustedError": "RESOURCE_EXHAUSTED",
+    "OutOfRangeError": "OUT_OF_RANGE",
+    "FailedPreconditionError": "FAILED_PRECONDITION",
+    "DeadlineExceededError": "DEADLINE_EXCEEDED",
+    "CancelledError": "CANCELLED",
+    "UnimplementedError": "UNIMPLEMENTED",
+}
 
 
 class ServingError(Exception):
@@ -66,7 +78,9 @@ class Models:
 
     def acquire(self, name, version=None, label=None):
         """The `Version` to serve, acquired (call its `release`)."""
-        manager = self.manager(name)
+        return self._get(self.manager(name), version, label)
+
+    def _get(self, manager, version, label):
         try:
             return manager.get(self._version(manager, version, label))
         except LookupError as error:
@@ -86,26 +100,41 @@ class Models:
         """
         start = time.monotonic()
         signature = signature or "serving_default"
-        number, code = version, "OK"
+        # Metric labels name only what is served: whatever else a client
+        # sends is counted as UNKNOWN, so the metrics stay bounded.
+        labels = {"model": UNKNOWN, "version": "", "signature": ""}
+        code = "OK"
         try:
-            servable = self.acquire(name, version, label)
-            number = servable.number
+            manager = self.manager(name)
+            labels["model"] = name
+            if version is not None or label is not None:
+                labels["version"] = UNKNOWN
+            labels["signature"] = UNKNOWN
+            servable = self._get(manager, version, label)
+            labels["version"] = str(servable.number)
             try:
-                return number, signature, self._run(servable, signature, inputs,
-                                                    output_filter, alive, time_left)  # fmt: skip
+                signature_def = self._signature(servable, signature)
+                labels["signature"] = signature
+                outputs = self._run(servable, signature, signature_def, inputs, output_filter,
+                                    alive, time_left)  # fmt: skip
+                return servable.number, signature, outputs
             finally:
                 servable.release()
         except ServingError as error:
             code = error.code
             raise
         finally:
-            self.metrics.observe(name, number, signature, api, code, time.monotonic() - start)
+            self.metrics.observe(labels["model"], labels["version"], labels["signature"], api,
+                                 code, time.monotonic() - start)  # fmt: skip
 
-    def _run(self, servable, signature, inputs, output_filter, alive, time_left):
+    @staticmethod
+    def _signature(servable, signature):
         try:
-            signature_def = servable.model.signature(signature)
+            return servable.model.signature(signature)
         except SignatureNotFound as error:
             raise ServingError("NOT_FOUND", str(error.args[0])) from None
+
+    def _run(self, servable, signature, signature_def, inputs, output_filter, alive, time_left):
         unknown = set(output_filter) - set(signature_def.outputs)
         if unknown:
             raise ServingError(
@@ -120,8 +149,9 @@ class Models:
             raise ServingError("DEADLINE_EXCEEDED", str(error)) from None
         except RequestCancelled as error:
             raise ServingError("CANCELLED", str(error)) from None
-        except tf.errors.InvalidArgumentError as error:
-            raise ServingError("INVALID_ARGUMENT", error.message) from None
+        except tf.errors.OpError as error:  # TF Serving answers the session's own status
+            code = _OP_ERROR_CODES.get(type(error).__name__, "INTERNAL")
+            raise ServingError(code, error.message) from None
         wanted = list(output_filter) or sorted(outputs)
         return {key: outputs[key] for key in wanted}
 
