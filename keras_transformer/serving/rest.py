@@ -8,14 +8,34 @@
 - `GET /monitoring/prometheus/metrics`: request counts and latencies.
 
 Errors are `{"error": message}` with 404 (no such model, version or
-signature) or 400 (anything wrong with the request).
+signature), 400 (anything wrong with the request, its body included),
+413 (a body over the limit), 504 (the request's time ran out), 503 (too
+many connections) or 500 (a fault of the server's own).
+
+What one client can cost is bounded, as TF Serving's REST front end bounds
+it (`--rest_api_num_threads`, `--rest_api_timeout_in_ms`):
+
+- `num_threads` requests are worked on at once (parsed and run); more wait
+  their turn, up to their deadline;
+- a body is refused before it is parsed if it holds more JSON values than a
+  request of the row limit can need, so parsing costs a small multiple of
+  the body's size, whatever its shape;
+- a connection that has not sent a whole request within the timeout of its
+  opening or of its last answer is closed, and a request's work stops when
+  its client disconnects or the timeout passes (504);
+- open connections are capped; one over the cap is answered 503;
+- bodies come with a Content-Length or chunked (`Transfer-Encoding`).
 """
 
 import base64
 import json
 import logging
+import socket
+import sys
 import threading
+import time
 import urllib.parse
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -32,15 +52,54 @@ class _BadRequest(Exception):
     pass
 
 
+class _TooLarge(Exception):
+    pass
+
+
+class _ClientGone(Exception):
+    pass
+
+
 def _to_bytes(value, name):
     if isinstance(value, str):
-        return value.encode("utf-8")
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, e.g. "\ud800"
+            raise _BadRequest(f"Input {name!r} has a string that is not valid Unicode") from None
     if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
         try:
             return base64.b64decode(value["b64"], validate=True)
         except ValueError:
             raise _BadRequest(f"Input {name!r} has invalid base64") from None
     raise _BadRequest(f'Input {name!r} takes strings (or {{"b64": ...}}); received {value!r:.80}')
+
+
+def _parse_body(raw, max_rows):
+    """The JSON of a request body.
+
+    Parsing makes a Python object of every JSON value, and `{},` makes a
+    64-byte dict of 3 bytes: before parsing, the values are counted (each
+    one past the first follows a `,` or `:` or opens a container; the
+    count also takes these characters inside strings, so it only ever
+    over-counts) and the body is refused if it holds more than a request
+    of the row limit needs plus one value per 8 bytes. Parsing then costs
+    at most about ten times the body.
+    """
+    values = 1 + sum(raw.count(c) for c in (b",", b":", b"[", b"{"))
+    allowed = 8 * max_rows + 64 + len(raw) // 8
+    if values > allowed:
+        raise _BadRequest(
+            f"The body has {values} JSON values or separators, more than a request of at "
+            f"most {max_rows} rows needs ({allowed})"
+        )
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise _BadRequest("The body is not UTF-8") from None
+    except RecursionError:
+        raise _BadRequest("The body is nested too deeply") from None
+    except ValueError as error:  # JSONDecodeError, or a number too long to convert
+        raise _BadRequest(f"The body is not JSON: {str(error)[:200]}") from None
 
 
 def _inputs(body):
@@ -50,6 +109,10 @@ def _inputs(body):
     signature = body.get("signature_name", "")
     if not isinstance(signature, str):
         raise _BadRequest("signature_name must be a string")
+    try:
+        signature.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _BadRequest("signature_name is not valid Unicode") from None
     if ("instances" in body) == ("inputs" in body):
         raise _BadRequest('The request needs exactly one of "instances" or "inputs"')
     if "instances" in body:
@@ -129,23 +192,51 @@ def _route(path):
 
 
 def make_handler(models, max_body_bytes):
+    """The request handler class of a `RestServer` over `models`."""
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, fmt, *args):
             log.debug("REST %s", fmt % args)
 
+        def _phase(self, phase):
+            mark = getattr(self.server, "mark", None)
+            if mark is not None:
+                mark(self.request, phase)
+
         def _reply(self, code, body, content_type="application/json"):
             data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+            self._phase("writing")
             self.send_response(code)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
+            self.wfile.flush()
+            self._phase("reading")
+
+        def send_error(self, code, message=None, explain=None):
+            # The standard library's answer is an HTML page: ours is JSON.
+            self.close_connection = True
+            try:
+                phrase = HTTPStatus(code).phrase
+            except ValueError:
+                phrase = str(code)
+            self._reply(code, {"error": message or phrase})
 
         def _error(self, error):
-            code = {"NOT_FOUND": 404, "DEADLINE_EXCEEDED": 504}.get(getattr(error, "code", ""), 400)
+            code = {"NOT_FOUND": 404, "DEADLINE_EXCEEDED": 504, "UNAVAILABLE": 503}.get(
+                getattr(error, "code", ""), 400
+            )
             self._reply(code, {"error": str(error)})
+
+        def _fault(self):
+            log.exception("REST request %r failed", self.requestline[:200])
+            self.close_connection = True
+            self._reply(500, {"error": "Internal error of the server; see its log"})
 
         def do_GET(self):
             path = urllib.parse.urlsplit(self.path).path
@@ -160,6 +251,8 @@ def make_handler(models, max_body_bytes):
                 raise ServingError("INVALID_ARGUMENT", "Predict is a POST")
             except (ServingError, _BadRequest) as error:
                 self._error(error)
+            except Exception:
+                self._fault()
 
         def _status(self, name, version, label):
             statuses = []
@@ -181,40 +274,250 @@ def make_handler(models, max_body_bytes):
                 "metadata": {"signature_def": json_format.MessageToDict(signature_map)},
             }
 
+        def _read_body(self):
+            """The body, from its Content-Length or its chunks."""
+            encoding = self.headers.get("Transfer-Encoding")
+            length = self.headers.get("Content-Length")
+            if encoding is not None:
+                if encoding.strip().lower() != "chunked":
+                    raise _BadRequest(f"Transfer-Encoding {encoding!r:.40} is not served")
+                if length is not None:
+                    raise _BadRequest("A body has a Content-Length or is chunked, not both")
+                return self._read_chunks()
+            try:
+                length = int(length) if length is not None else -1
+            except ValueError:
+                length = -1
+            if length < 0:
+                raise _BadRequest("A Content-Length (or a chunked body) is required")
+            if length > max_body_bytes:
+                raise _TooLarge(f"The body has {length} bytes, over the limit of {max_body_bytes}")
+            raw = self.rfile.read(length)
+            if len(raw) < length:
+                raise _ClientGone()
+            return raw
+
+        def _read_chunks(self):
+            parts, total = [], 0
+            while True:
+                line = self.rfile.readline(1024)
+                if not line.endswith(b"\n"):
+                    raise _ClientGone() if not line else _BadRequest("A chunk size is malformed")
+                try:
+                    size = int(line.split(b";", 1)[0].strip(), 16)
+                except ValueError:
+                    raise _BadRequest("A chunk size is not hexadecimal") from None
+                if size < 0:
+                    raise _BadRequest("A chunk size is negative")
+                if size == 0:
+                    break
+                total += size
+                if total > max_body_bytes:
+                    raise _TooLarge(f"The body is over the limit of {max_body_bytes} bytes")
+                chunk = self.rfile.read(size)
+                if len(chunk) < size:
+                    raise _ClientGone()
+                parts.append(chunk)
+                if self.rfile.read(2) != b"\r\n":
+                    raise _BadRequest("A chunk does not end with CRLF")
+            for _ in range(100):  # trailer fields, then the empty line
+                line = self.rfile.readline(8192)
+                if line in (b"\r\n", b"\n"):
+                    return b"".join(parts)
+                if not line:
+                    raise _ClientGone()
+            raise _BadRequest("Too many trailer fields")
+
+        def _client_alive(self):
+            """False once the client has closed its connection."""
+            try:
+                data = self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            return bool(data)  # b"": closed; else a pipelined request
+
         def do_POST(self):
             path = urllib.parse.urlsplit(self.path).path
             try:
-                length = int(self.headers.get("Content-Length") or -1)
-            except ValueError:
-                length = -1
-            if length < 0 or length > max_body_bytes:
+                raw = self._read_body()
+            except _ClientGone:
                 self.close_connection = True
-                return self._reply(
-                    400 if length < 0 else 413,
-                    {"error": "A Content-Length is required" if length < 0 else
-                     f"The body has {length} bytes, over the limit of {max_body_bytes}"},
-                )  # fmt: skip
-            raw = self.rfile.read(length)
+                return
+            except _TooLarge as error:
+                self.close_connection = True
+                return self._reply(413, {"error": str(error)})
+            except _BadRequest as error:
+                self.close_connection = True
+                return self._reply(400, {"error": str(error)})
+            self._phase("working")
+            deadline = time.monotonic() + getattr(self.server, "timeout_seconds", 1e9)
+
+            def time_left():
+                return deadline - time.monotonic()
+
             try:
-                name, version, label, action = _route(path)
-                if action != "predict":
-                    raise ServingError("INVALID_ARGUMENT", "POST is for :predict")
-                try:
-                    body = json.loads(raw.decode("utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError) as error:
-                    raise _BadRequest(f"The body is not JSON: {error}") from None
-                signature, inputs, rows = _inputs(body)
-                _, _, outputs = models.predict(name, inputs, signature, version, label, api="rest")
-                self._reply(200, _outputs(outputs, rows))
+                with _Slot(getattr(self.server, "work", None), self._client_alive, time_left):
+                    answer = self._predict(path, raw, time_left)
+                del raw
+                self._reply(200, answer)
+            except _ClientGone:
+                self.close_connection = True
             except (ServingError, _BadRequest) as error:
+                if error.__class__ is ServingError and error.code == "CANCELLED":
+                    self.close_connection = True  # nobody is left to answer
+                    return
                 self._error(error)
+            except Exception:
+                self._fault()
+
+        def _predict(self, path, raw, time_left):
+            name, version, label, action = _route(path)
+            if action != "predict":
+                raise ServingError("INVALID_ARGUMENT", "POST is for :predict")
+            body = _parse_body(raw, models.limits.max_rows)
+            signature, inputs, rows = _inputs(body)
+            del body
+            _, _, outputs = models.predict(
+                name, inputs, signature, version, label, api="rest",
+                alive=self._client_alive, time_left=time_left,
+            )  # fmt: skip
+            return _outputs(outputs, rows)
 
     return Handler
 
 
-def start_rest_server(models, host="127.0.0.1", port=8501):
+class _Slot:
+    """One of the REST server's work slots, waited for while the client
+    is there and its time lasts."""
+
+    def __init__(self, semaphore, alive, time_left):
+        self.semaphore, self.alive, self.time_left = semaphore, alive, time_left
+
+    def __enter__(self):
+        if self.semaphore is None:
+            return self
+        while not self.semaphore.acquire(timeout=0.05):
+            if self.time_left() <= 0:
+                raise ServingError(
+                    "DEADLINE_EXCEEDED",
+                    "The request waited for a REST thread past --rest-api-timeout-in-ms",
+                )
+            if not self.alive():
+                raise _ClientGone()
+        return self
+
+    def __exit__(self, *exc):
+        if self.semaphore is not None:
+            self.semaphore.release()
+
+
+_TOO_MANY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Connection: close\r\nContent-Length: 45\r\n\r\n"
+    b'{"error": "Too many REST connections, retry"}'
+)
+
+
+class RestServer(ThreadingHTTPServer):
+    """An HTTP server whose connections and work are bounded.
+
+    Args:
+        address: `(host, port)`.
+        handler: the request handler class (`make_handler`).
+        num_threads: requests worked on at once.
+        timeout_seconds: how long a connection may take to send a whole
+            request (from its opening or its last answer), to read an
+            answer, and a request to work.
+        max_connections: connections open at once; one more is answered
+            503 and closed.
+    """
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128  # the listen backlog
+
+    def __init__(self, address, handler, num_threads=8, timeout_seconds=30.0,
+                 max_connections=None):  # fmt: skip
+        super().__init__(address, handler)
+        self.work = threading.BoundedSemaphore(num_threads)
+        self.timeout_seconds = timeout_seconds
+        self.max_connections = max_connections or 16 * num_threads
+        self.connections = {}  # socket -> (phase, since)
+        self.connections_lock = threading.Lock()
+        self._closed = threading.Event()
+        threading.Thread(target=self._reap, daemon=True).start()
+
+    def process_request(self, request, client_address):
+        with self.connections_lock:
+            full = len(self.connections) >= self.max_connections
+            if not full:
+                self.connections[request] = ("reading", time.monotonic())
+        if full:
+            try:
+                request.settimeout(1.0)
+                request.sendall(_TOO_MANY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self.connections_lock:
+            self.connections.pop(request, None)
+        super().shutdown_request(request)
+
+    def mark(self, request, phase):
+        """Records that the connection `request` entered `phase` now:
+        `reading` (a request), `working`, or `writing` (an answer)."""
+        with self.connections_lock:
+            if request in self.connections:
+                self.connections[request] = (phase, time.monotonic())
+
+    def _reap(self):
+        """Closes the connections that read or write for too long; a
+        request at work is bounded by its own deadline instead."""
+        while not self._closed.wait(min(0.25, self.timeout_seconds / 4)):
+            now = time.monotonic()
+            with self.connections_lock:
+                late = [
+                    sock
+                    for sock, (phase, since) in self.connections.items()
+                    if phase in ("reading", "writing") and now - since > self.timeout_seconds
+                ]
+                for sock in late:
+                    self.connections[sock] = ("closing", now)
+            for sock in late:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked on it
+                except OSError:
+                    pass
+
+    def handle_error(self, request, client_address):
+        error = sys.exc_info()[1]
+        if isinstance(error, OSError):  # the client left, or was closed for stalling
+            log.debug("REST connection from %s closed: %s", client_address, error)
+        else:
+            log.exception("REST connection from %s failed", client_address)
+
+    def open_connections(self):
+        with self.connections_lock:
+            return len(self.connections)
+
+    def server_close(self):
+        self._closed.set()
+        super().server_close()
+
+
+def start_rest_server(models, host="127.0.0.1", port=8501, num_threads=8, timeout_seconds=30.0):
     """Serves `models` (a `core.Models`) over REST in a background thread;
     returns `(http_server, bound_port)`.
+
+    Args:
+        num_threads: requests worked on at once (`--rest-api-num-threads`).
+        timeout_seconds: see `RestServer` (`--rest-api-timeout-in-ms`).
 
     Raises:
         OSError: the address cannot be bound (e.g. the port is in use).
@@ -222,10 +525,11 @@ def start_rest_server(models, host="127.0.0.1", port=8501):
     # Strings may be JSON-escaped to 6 bytes a byte; the rest is structure.
     max_body = 6 * models.limits.max_request_bytes + (1 << 16)
     try:
-        server = ThreadingHTTPServer((host, port), make_handler(models, max_body))
+        server = RestServer(
+            (host, port), make_handler(models, max_body), num_threads, timeout_seconds
+        )
     except OSError as error:
         raise OSError(f"Could not bind {host}:{port} for REST: {error.strerror or error}") from None
-    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     return server, server.server_address[1]
