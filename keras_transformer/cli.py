@@ -62,6 +62,14 @@ def _add_config_flags(parser, config_cls):
         choices = field.metadata.get("choices")
         if kind is dict:
             parser.add_argument(flag, type=json.loads, default=None, metavar="JSON", help=help_text)
+        elif kind is list and field.metadata.get("repeatable"):
+            parser.add_argument(
+                flag,
+                action="append",
+                default=None,
+                metavar=field.metadata.get("metavar"),
+                help=help_text.replace("Default: [].", "Default: none."),
+            )
         elif kind is list:
             parser.add_argument(
                 flag, default=None, metavar="A,B", help=help_text + " Comma-separated."
@@ -73,7 +81,7 @@ def _add_config_flags(parser, config_cls):
         else:
             parser.add_argument(
                 flag,
-                type=kind,
+                type=int32 if field.metadata.get("int32") else kind,
                 choices=choices,
                 default=None,
                 metavar=None if choices else field.name.upper(),
@@ -115,6 +123,19 @@ def _tune_parser(sub):
 
     _config_parser(
         sub, "tune", "search hyperparameters with keras-tuner", TuneConfig, "tune", _tune
+    )
+
+
+def _serve_parser(sub):
+    from keras_transformer.serving.options import ServerOptions
+
+    _config_parser(
+        sub,
+        "serve",
+        "serve exports over TF Serving's gRPC and REST APIs",
+        ServerOptions,
+        "serve",
+        _serve,
     )
 
 
@@ -226,34 +247,10 @@ def _score(args):
 
 
 def _serve(args):
-    from keras_transformer.serving.server import RequestLimits, parse_version_labels, serve_forever
+    from keras_transformer.serving.options import ServerOptions
+    from keras_transformer.serving.server import serve_forever
 
-    limits = RequestLimits(
-        max_rows=args.max_request_rows,
-        max_string_bytes=args.max_string_bytes,
-        max_request_bytes=args.max_request_bytes,
-    )
-    serve_forever(
-        args.model_base_path,
-        args.model_name,
-        model_config_file=args.model_config_file,
-        config_poll_seconds=args.model_config_file_poll_wait_seconds,
-        rest_api_port=args.rest_api_port,
-        host=args.host,
-        port=args.port,
-        poll_seconds=args.poll_seconds,
-        version_policy=args.version_policy,
-        version_labels=parse_version_labels(args.version_label),
-        batching={
-            "max_batch_size": args.max_batch_size,
-            "timeout": args.batch_timeout_micros / 1e6,
-            "split": args.split_large_requests,
-        },
-        limits=limits,
-        drain_seconds=args.drain_seconds,
-        intra_op_threads=args.tensorflow_intra_op_parallelism,
-        inter_op_threads=args.tensorflow_inter_op_parallelism,
-    )
+    serve_forever(ServerOptions.from_dict(_config_values(args, ServerOptions)))
 
 
 def _client(args):
@@ -309,12 +306,6 @@ def _add_decoding_flags(p):
         default=128,
         help="longest translation, in tokens (default: %(default)s)",
     )
-
-
-def _serving_limit_defaults():
-    from keras_transformer.serving.limits import RequestLimits
-
-    return RequestLimits()
 
 
 def build_parser():
@@ -444,110 +435,7 @@ def build_parser():
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: stdin)")
     p.set_defaults(run_command=_translate)
 
-    p = sub.add_parser("serve", help="serve exports over TF Serving's gRPC and REST APIs")
-    p.add_argument(
-        "--model-base-path",
-        help="folder of the model's version folders (required without --model-config-file)",
-    )
-    p.add_argument(
-        "--model-name",
-        help="the name requests use for the model (required without --model-config-file)",
-    )
-    p.add_argument(
-        "--model-config-file",
-        help="a model_config_list (TF Serving's text format) of the models to "
-        "serve, instead of --model-base-path and --model-name (default: none)",
-    )
-    p.add_argument(
-        "--model-config-file-poll-wait-seconds",
-        type=float,
-        default=60.0,
-        help="how often the model config file is re-read if it changed (default: %(default)s)",
-    )
-    p.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to bind (default: %(default)s, this machine only)",
-    )
-    p.add_argument("--port", type=int, default=8500, help="gRPC port (default: %(default)s)")
-    p.add_argument(
-        "--rest-api-port",
-        type=int,
-        help="also serve TF Serving's REST API on this port (default: no REST)",
-    )
-    p.add_argument(
-        "--poll-seconds",
-        type=float,
-        default=2.0,
-        help="how often version folders are scanned (default: %(default)s)",
-    )
-    p.add_argument(
-        "--version-policy",
-        choices=("latest", "all"),
-        default="latest",
-        help="serve the newest version, or every version under the base path "
-        "(default: %(default)s)",
-    )
-    p.add_argument(
-        "--version-label",
-        action="append",
-        metavar="LABEL=VERSION",
-        help="a label requests may name instead of a version; repeatable (default: none)",
-    )
-    limits = _serving_limit_defaults()
-    p.add_argument(
-        "--max-request-rows",
-        type=int,
-        default=limits.max_rows,
-        help="most sentences in one request (default: %(default)s)",
-    )
-    p.add_argument(
-        "--max-string-bytes",
-        type=int,
-        default=limits.max_string_bytes,
-        help="longest sentence, in bytes (default: %(default)s)",
-    )
-    p.add_argument(
-        "--max-request-bytes",
-        type=int,
-        default=limits.max_request_bytes,
-        help="most text bytes in one request (default: %(default)s)",
-    )
-    p.add_argument(
-        "--max-batch-size",
-        type=int,
-        default=32,
-        help="most sentences in one batched run (default: %(default)s)",
-    )
-    p.add_argument(
-        "--batch-timeout-micros",
-        type=int,
-        default=5000,
-        help="how long a request waits for others to batch with (default: %(default)s)",
-    )
-    p.add_argument(
-        "--split-large-requests",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="run requests over --max-batch-size as batch-sized pieces interleaved "
-        "with other requests; --no-split-large-requests refuses them (default: split)",
-    )
-    p.add_argument(
-        "--drain-seconds",
-        type=float,
-        default=30.0,
-        help="on SIGTERM or Ctrl-C, how long requests in flight may finish (default: %(default)s)",
-    )
-    for pool, what in (("intra", "within one op"), ("inter", "running ops side by side")):
-        p.add_argument(
-            f"--tensorflow-{pool}-op-parallelism",
-            type=int32,
-            default=0,
-            help=f"threads of each session {what}, as TF Serving's flag; 0: TensorFlow's "
-            "choice; 1 both ways answers single requests sooner on a small CPU "
-            "(default: %(default)s)",
-        )
-    p.set_defaults(run_command=_serve)
+    _serve_parser(sub)
 
     _tune_parser(sub)
 

@@ -9,41 +9,59 @@ from keras_transformer.serving import server as serving_server
 
 def test_serve_passes_the_version_policy_and_labels(monkeypatch, tmp_path):
     calls = []
-    monkeypatch.setattr(
-        serving_server, "serve_forever", lambda *args, **kwargs: calls.append((args, kwargs))
-    )
-    assert (
-        cli.main(
-            [
-                "serve",
-                "--model-base-path",
-                str(tmp_path),
-                "--model-name",
-                "translator",
-                "--version-policy",
-                "all",
-                "--version-label",
-                "stable=1",
-                "--version-label",
-                "canary=2",
-            ]
-        )
-        == 0
-    )
-    ((args, kwargs),) = calls
-    assert args == (str(tmp_path), "translator")
-    assert kwargs["version_policy"] == "all"
-    assert kwargs["version_labels"] == {"stable": 1, "canary": 2}
-    assert (kwargs["intra_op_threads"], kwargs["inter_op_threads"]) == (0, 0)
+    monkeypatch.setattr(serving_server, "serve_forever", calls.append)
+    argv = ["serve", "--model-base-path", str(tmp_path), "--model-name", "translator",
+            "--version-policy", "all", "--version-label", "stable=1",
+            "--version-label", "canary=2"]  # fmt: skip
+    assert cli.main(argv) == 0
+    (options,) = calls
+    assert (options.model_base_path, options.model_name) == (str(tmp_path), "translator")
+    assert options.version_policy == "all"
+    assert options.version_labels == {"stable": 1, "canary": 2}
+    assert (options.tensorflow_intra_op_parallelism, options.tensorflow_inter_op_parallelism) == (
+        0, 0,
+    )  # fmt: skip
 
 
-def test_serve_passes_the_thread_pools(monkeypatch, tmp_path):
+def test_serve_passes_the_thread_pools_and_limits(monkeypatch, tmp_path):
     calls = []
-    monkeypatch.setattr(serving_server, "serve_forever", lambda *a, **kw: calls.append(kw))
+    monkeypatch.setattr(serving_server, "serve_forever", calls.append)
     argv = ["serve", "--model-base-path", str(tmp_path), "--model-name", "translator"]
-    flags = ["--tensorflow-intra-op-parallelism", "1", "--tensorflow-inter-op-parallelism", "2"]
+    flags = ["--tensorflow-intra-op-parallelism", "1", "--tensorflow-inter-op-parallelism", "2",
+             "--grpc-max-threads", "3", "--rest-api-num-threads", "4",
+             "--rest-api-timeout-in-ms", "500", "--no-split-large-requests"]  # fmt: skip
     assert cli.main(argv + flags) == 0
-    assert (calls[0]["intra_op_threads"], calls[0]["inter_op_threads"]) == (1, 2)
+    options = calls[0]
+    assert (options.tensorflow_intra_op_parallelism, options.tensorflow_inter_op_parallelism) == (
+        1, 2,
+    )  # fmt: skip
+    assert (options.predict_threads, options.rest_threads, options.rest_timeout_seconds) == (
+        3, 4, 0.5,
+    )  # fmt: skip
+    assert options.batching["split"] is False
+
+
+def test_serve_reads_a_config_file_that_flags_override(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(serving_server, "serve_forever", calls.append)
+    config = tmp_path / "serve.yaml"
+    config.write_text(
+        f"model_base_path: {tmp_path}\nmodel_name: translator\nport: 9000\n"
+        "version_label: [stable=3]\nmax_batch_size: 8\n"
+    )
+    assert cli.main(["serve", "--config", str(config), "--port", "9001"]) == 0
+    options = calls[0]
+    assert (options.port, options.max_batch_size, options.version_labels) == (
+        9001, 8, {"stable": 3},
+    )  # fmt: skip
+
+
+def test_serve_names_an_unknown_config_key(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(serving_server, "serve_forever", lambda options: pytest.fail("served"))
+    config = tmp_path / "serve.yaml"
+    config.write_text("max_rows: 3\n")
+    assert cli.main(["serve", "--config", str(config)]) == 2
+    assert "max_rows" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -60,23 +78,10 @@ def test_serve_names_a_bad_thread_count(monkeypatch, tmp_path, capsys, value, me
 
 
 def test_serve_refuses_a_bad_label_by_name(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(
-        serving_server, "serve_forever", lambda *args, **kwargs: pytest.fail("served")
-    )
-    assert (
-        cli.main(
-            [
-                "serve",
-                "--model-base-path",
-                str(tmp_path),
-                "--model-name",
-                "translator",
-                "--version-label",
-                "stable",
-            ]
-        )
-        == 2
-    )
+    monkeypatch.setattr(serving_server, "serve_forever", lambda options: pytest.fail("served"))
+    argv = ["serve", "--model-base-path", str(tmp_path), "--model-name", "translator",
+            "--version-label", "stable"]  # fmt: skip
+    assert cli.main(argv) == 2
     assert "LABEL=VERSION" in capsys.readouterr().err
 
 

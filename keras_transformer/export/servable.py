@@ -1,13 +1,13 @@
 """The servable SavedModel: raw strings in, beam-searched translations out."""
 
 import os
-import re
 import shutil
 import uuid
 
 import keras
 import tensorflow as tf
 
+from keras_transformer._version_folders import version_folders
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.export.servability import check_servable
 from keras_transformer.export.warmup import write_warmup_requests
@@ -151,10 +151,11 @@ def export_translator(
 
 
 def versions(export_base):
-    """The integer version directories under `export_base`, ascending."""
+    """The version numbers of the version folders under `export_base`,
+    ascending, read as the server reads them."""
     if not os.path.isdir(export_base):
         return []
-    return sorted(int(d) for d in os.listdir(export_base) if re.fullmatch(r"[0-9]+", d))
+    return sorted(version_folders(export_base))
 
 
 def export_version(model, source_tokenizer, target_tokenizer, export_base, version=None, **kwargs):

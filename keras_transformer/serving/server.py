@@ -28,20 +28,34 @@ semantics:
   changes; `GetModelStatus` lists every version the server knows, with the
   error of a failed load;
 - SIGTERM (and Ctrl-C) drain: no new requests, the ones in flight finish
-  within a grace period, exit 0. A port in use is an error, not shared;
+  within a grace period, exit 0 a few seconds later at most, whatever is
+  still running. A port in use is an error, not shared;
+- gRPC Predict calls run on `grpc_max_threads` threads and wait their turn
+  beyond; status and metadata calls are answered on the server's event
+  loop, never behind them. A request of no rows is answered with outputs
+  of no rows;
+- a changed model config file is applied whole or not at all: one that
+  names a missing base path or a bad label, or whose new model fails to
+  start, leaves the models, labels, memory and threads as they were;
+- metrics label only what is served (`metrics.UNKNOWN` for the rest);
 - the sessions' thread pools are TensorFlow's choice unless set, as TF
   Serving's `--tensorflow_intra_op_parallelism` and
   `--tensorflow_inter_op_parallelism` set them (`intra_op_threads`,
   `inter_op_threads`): one thread each way answers single requests sooner
   on a small CPU and large batches later.
 
-Models load through `SessionModel`, the session-based loader TF Serving uses.
+All settings are one `ServerOptions`. Models load through `SessionModel`,
+the session-based loader TF Serving uses.
 """
 
+import asyncio
+import dataclasses
 import logging
 import os
+import queue
 import signal
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -59,12 +73,14 @@ from tensorflow_serving.apis import (
 from keras_transformer.serving.core import Models, ServingError
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.model_config import ModelEntry, read_model_config
+from keras_transformer.serving.options import ServerOptions, check_labels, parse_version_labels
 from keras_transformer.serving.rest import start_rest_server
-from keras_transformer.serving.versions import ModelManager, parse_version_labels
+from keras_transformer.serving.versions import ModelManager
 
 __all__ = [
     "ModelManager",
     "RequestLimits",
+    "ServerOptions",
     "Serving",
     "parse_version_labels",
     "serve_forever",
@@ -76,10 +92,17 @@ log = logging.getLogger("keras_transformer.serve")
 
 # error.Code of TF Serving's StatusProto for a failed load.
 _UNKNOWN_ERROR = 2
+# How long past its drain period a stopping server waits for what is stuck.
+EXIT_GRACE_SECONDS = 5.0
 
 
-def _abort(context, error):
-    context.abort(getattr(grpc.StatusCode, error.code), str(error))
+def request_limits(options):
+    """The `RequestLimits` of `options`."""
+    return RequestLimits(
+        max_rows=options.max_request_rows,
+        max_string_bytes=options.max_string_bytes,
+        max_request_bytes=options.max_request_bytes,
+    )
 
 
 def _spec_version(spec):
@@ -92,20 +115,67 @@ def _spec_version(spec):
     return None, None
 
 
-class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
-    def __init__(self, models):
-        self.models = models
+class _DaemonPool(futures.Executor):
+    """A fixed pool of daemon threads: work still running when the server
+    stops does not hold the process (a `ThreadPoolExecutor`'s threads are
+    joined at exit)."""
 
-    def Predict(self, request, context):
-        spec = request.model_spec
+    def __init__(self, threads, name):
+        self.queue = queue.SimpleQueue()
+        for i in range(threads):
+            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True).start()
+
+    def submit(self, fn, /, *args, **kwargs):
+        future = futures.Future()
+        self.queue.put((future, fn, args, kwargs))
+        return future
+
+    def _work(self):
+        while True:
+            future, fn, args, kwargs = self.queue.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as error:
+                future.set_exception(error)
+
+
+class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
+    """`Predict` runs on the pool; `GetModelMetadata` on the event loop."""
+
+    def __init__(self, models, pool):
+        self.models = models
+        self.pool = pool
+
+    async def Predict(self, request, context):
+        gone = threading.Event()
+        remaining = context.time_remaining()
+        deadline = None if remaining is None else time.monotonic() + remaining
+
+        def time_left():
+            return None if deadline is None else deadline - time.monotonic()
+
         try:
-            number, signature, outputs = self.models.predict(
-                spec.name, dict(request.inputs), spec.signature_name, *_spec_version(spec),
-                output_filter=list(request.output_filter), alive=context.is_active,
-                time_left=context.time_remaining,
-            )  # fmt: skip
+            return await asyncio.get_running_loop().run_in_executor(
+                self.pool, self._predict, request, lambda: not gone.is_set(), time_left
+            )
         except ServingError as error:
-            _abort(context, error)
+            await context.abort(getattr(grpc.StatusCode, error.code), str(error))
+        except Exception:  # a fault of ours: this request fails, the server serves on
+            log.exception("Predict failed")
+            await context.abort(
+                grpc.StatusCode.INTERNAL, "Internal error of the server; see its log"
+            )
+        finally:
+            gone.set()  # cancelled, expired or answered: its work stops
+
+    def _predict(self, request, alive, time_left):
+        spec = request.model_spec
+        number, signature, outputs = self.models.predict(
+            spec.name, dict(request.inputs), spec.signature_name, *_spec_version(spec),
+            output_filter=list(request.output_filter), alive=alive, time_left=time_left,
+        )  # fmt: skip
         response = predict_pb2.PredictResponse()
         response.model_spec.name = spec.name
         response.model_spec.version.value = number
@@ -114,9 +184,9 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
             response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
         return response
 
-    def GetModelMetadata(self, request, context):
+    async def GetModelMetadata(self, request, context):
         if list(request.metadata_field) != ["signature_def"]:
-            context.abort(
+            await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 "Metadata field signature_def is the one supported; received "
                 f"{list(request.metadata_field)}",
@@ -125,7 +195,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         try:
             number, signatures = self.models.metadata(spec.name, *_spec_version(spec))
         except ServingError as error:
-            _abort(context, error)
+            await context.abort(getattr(grpc.StatusCode, error.code), str(error))
         response = get_model_metadata_pb2.GetModelMetadataResponse()
         response.model_spec.name = spec.name
         response.model_spec.version.value = number
@@ -142,12 +212,12 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
     def __init__(self, models):
         self.models = models
 
-    def GetModelStatus(self, request, context):
+    async def GetModelStatus(self, request, context):
         spec = request.model_spec
         try:
             statuses = self.models.status(spec.name, *_spec_version(spec))
         except ServingError as error:
-            _abort(context, error)
+            await context.abort(getattr(grpc.StatusCode, error.code), str(error))
         response = get_model_status_pb2.GetModelStatusResponse()
         for number, state, error in statuses:
             status = response.model_version_status.add()
@@ -160,24 +230,132 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
         return response
 
 
+class GrpcServer:
+    """TF Serving's gRPC services on an asyncio gRPC server, whose event
+    loop runs in a daemon thread of its own.
+
+    Args:
+        models: the `core.Models` served.
+        address: `HOST:PORT` to bind.
+        predict_threads: Predict calls run at once; more wait their turn.
+        max_request_bytes: the largest request message accepted.
+
+    Raises:
+        OSError: the address cannot be bound (e.g. the port is in use).
+    """
+
+    def __init__(self, models, address, predict_threads, max_request_bytes):
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="grpc-loop", daemon=True).start()
+        self.pool = _DaemonPool(predict_threads, "grpc-predict")
+        options = [
+            # A second server on a used port must fail, not share its traffic.
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", max_request_bytes),
+            ("grpc.max_send_message_length", 256 * 1024 * 1024),
+        ]
+
+        async def build():
+            server = grpc.aio.server(options=options)
+            prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+                PredictionServicer(models, self.pool), server
+            )
+            model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(models), server)
+            try:
+                port = server.add_insecure_port(address)
+            except RuntimeError:
+                port = 0
+            if port:
+                await server.start()
+            return server, port
+
+        self.server, self.port = self._call(build())
+        if not self.port:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            raise OSError(f"Could not bind {address}: the port is in use or not available")
+
+    def _call(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def stop(self, grace=None):
+        """Refuses new calls, lets those in flight finish for up to `grace`
+        seconds, then cancels them; returns an event set once stopped (as
+        `grpc.Server.stop` does)."""
+        stopped = threading.Event()
+
+        async def stop():
+            try:
+                await self.server.stop(grace)
+            finally:
+                stopped.set()
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop)
+        return stopped
+
+
 class Serving:
     """A running server: gRPC, optionally REST, and the config watcher.
 
     Attributes:
         models: the `core.Models` served.
-        grpc_server, grpc_port: the gRPC server and its bound port.
+        options: the `ServerOptions` it runs with.
+        grpc_server, grpc_port: the `GrpcServer` and its bound port.
         rest_server, rest_port: the REST server and its port (or None).
     """
 
-    def __init__(self, models, grpc_server, grpc_port, rest_server=None, rest_port=None):
+    def __init__(self, models, grpc_server, grpc_port, rest_server=None, rest_port=None,
+                 options=None, make_manager=None):  # fmt: skip
         self.models = models
         self.grpc_server = grpc_server
         self.grpc_port = grpc_port
         self.rest_server = rest_server
         self.rest_port = rest_port
+        self.options = options or ServerOptions()
+        self._make_manager = make_manager
         self._stop = threading.Event()
+        self.watcher = None
 
-    def watch_config(self, path, make_manager, poll_seconds):
+    def apply(self, entries):
+        """Serves the models of `entries` (`ModelEntry`s), whole or not at
+        all: a model whose versions are unchanged is kept (with its new
+        labels); a new or changed one is started. If any entry is refused,
+        the managers started for this call are stopped and the models
+        served, with their labels, stay as they were.
+
+        Raises:
+            ValueError, OSError: an entry was refused; the message says why.
+        """
+        for entry in entries:
+            if not os.path.isdir(entry.base_path):
+                raise FileNotFoundError(
+                    f"Model {entry.name!r}: base path not found: {entry.base_path}"
+                )
+            check_labels(entry.labels)
+        with self.models.lock:
+            current = dict(self.models.managers)
+        managers, started, relabelled = {}, [], []
+        try:
+            for entry in entries:
+                manager = current.get(entry.name)
+                if (
+                    manager is not None
+                    and manager.entry is not None
+                    and (manager.entry.same_versions(entry))
+                ):
+                    relabelled.append((manager, entry))
+                else:
+                    manager = self._make_manager(entry)
+                    started.append(manager)
+                managers[entry.name] = manager
+        except BaseException:
+            for manager in started:
+                manager.stop()
+            raise
+        for manager, entry in relabelled:
+            manager.relabel(entry)
+        self.models.replace(managers)
+
+    def watch_config(self, path, poll_seconds):
         """Re-reads the model config file whenever it changes."""
 
         def loop():
@@ -189,12 +367,13 @@ class Serving:
                 seen = current
                 try:
                     entries = read_model_config(path)
-                    self.models.replace(_managers(entries, self.models, make_manager))
+                    self.apply(entries)
                     log.info("Serving the models of %s: %s", path, [e.name for e in entries])
                 except Exception as error:  # keep serving what we have
                     log.error("Ignoring the changed model config %s: %s", path, error)
 
-        threading.Thread(target=loop, daemon=True).start()
+        self.watcher = threading.Thread(target=loop, name="model-config", daemon=True)
+        self.watcher.start()
 
     def stop(self, grace=0.0):
         """Stops accepting requests, lets those in flight finish for up to
@@ -215,93 +394,104 @@ def _mtime(path):
         return None
 
 
-def _managers(entries, models, make_manager):
-    """Managers for `entries`, reusing those that serve the same versions."""
-    with models.lock:
-        current = dict(models.managers)
-    managers = {}
-    for entry in entries:
-        manager = current.get(entry.name)
-        if manager is not None and manager.entry.same_versions(entry):
-            manager.version_labels = entry.labels
-            manager.entry = entry
-            managers[entry.name] = manager
-        else:
-            managers[entry.name] = make_manager(entry)
-    return managers
+def _entries(options):
+    """The `ModelEntry`s that `options` name."""
+    if options.model_config_file is not None:
+        if options.model_base_path is not None:
+            raise ValueError("Give --model-config-file or --model-base-path, not both")
+        return read_model_config(options.model_config_file)
+    if options.model_base_path is None or options.model_name is None:
+        raise ValueError("Give --model-base-path and --model-name, or --model-config-file")
+    labels = parse_version_labels(options.version_label)
+    return [_one_model(options.model_base_path, options.model_name, options.version_policy,
+                       labels)]  # fmt: skip
 
 
-def start(
-    entries,
-    host="127.0.0.1",
-    port=8500,
-    rest_api_port=None,
-    poll_seconds=2.0,
-    batching=None,
-    max_workers=16,
-    limits=None,
-    model_config_file=None,
-    config_poll_seconds=60.0,
-    intra_op_threads=0,
-    inter_op_threads=0,
-):
-    """Starts serving `entries` (`ModelEntry`s); returns a `Serving`.
+def start(options=None, entries=None, **legacy):
+    """Starts serving; returns a `Serving`.
 
-    `port=0` (and `rest_api_port=0`) pick free ports. Binds to loopback
-    unless `host` says otherwise. With `model_config_file`, the file is
-    re-read every `config_poll_seconds` when it changed. Every session
-    runs with `intra_op_threads` and `inter_op_threads` (0: TensorFlow's
-    choice), as `ConfigProto` reads them.
+    Args:
+        options: `ServerOptions`. `port=0` (and `rest_api_port=0`) pick free
+            ports. Binds to loopback unless `host` says otherwise.
+        entries: the `ModelEntry`s to serve; default: those of the options'
+            model config file, or its one model.
+
+    The older form `start(entries, host=..., port=..., ...)`, with the
+    keyword arguments of 0.1.0, still works.
 
     Raises:
         OSError: an address cannot be bound (e.g. the port is in use).
+        ValueError: the options name no model, or a bad one.
     """
-    limits = limits or RequestLimits()
+    if not isinstance(options, ServerOptions):
+        options, entries = _legacy_options(**legacy), options
+    elif legacy:
+        raise TypeError(f"start() takes ServerOptions; unexpected {sorted(legacy)}")
+    if entries is None:
+        entries = _entries(options)
+    limits = request_limits(options)
     session_config = tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=intra_op_threads,
-        inter_op_parallelism_threads=inter_op_threads,
+        intra_op_parallelism_threads=options.tensorflow_intra_op_parallelism,
+        inter_op_parallelism_threads=options.tensorflow_inter_op_parallelism,
     )
 
     def make_manager(entry):
-        manager = ModelManager(
-            entry.base_path, entry.name, entry.version_policy, poll_seconds, batching,
-            entry.labels, num_latest=entry.num_latest, session_config=session_config,
+        return ModelManager(
+            entry.base_path, entry.name, entry.version_policy, options.poll_seconds,
+            options.batching, entry.labels, num_latest=entry.num_latest,
+            session_config=session_config, entry=entry,
         )  # fmt: skip
-        manager.entry = entry
-        return manager
 
     models = Models(limits)
-    models.replace({e.name: make_manager(e) for e in entries})
-    options = [
-        # A second server on a used port must fail, not share its traffic.
-        ("grpc.so_reuseport", 0),
-        ("grpc.max_receive_message_length", limits.max_request_bytes + (1 << 20)),
-        ("grpc.max_send_message_length", 256 * 1024 * 1024),
-    ]
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=options)
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionServicer(models), server
-    )
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(models), server)
+    grpc_server = rest_server = rest_port = None
+    serving = None
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
-    except RuntimeError:
-        bound = 0
-    if bound == 0:
-        models.stop()
-        raise OSError(f"Could not bind {host}:{port}: the port is in use or not available")
-    rest_server = rest_port = None
-    if rest_api_port is not None:
-        try:
-            rest_server, rest_port = start_rest_server(models, host, rest_api_port)
-        except OSError:
-            models.stop()
-            raise
-    server.start()
-    serving = Serving(models, server, bound, rest_server, rest_port)
-    if model_config_file is not None:
-        serving.watch_config(model_config_file, make_manager, config_poll_seconds)
+        grpc_server = GrpcServer(
+            models, f"{options.host}:{options.port}", options.predict_threads,
+            limits.max_request_bytes + (1 << 20),
+        )  # fmt: skip
+        if options.rest_api_port is not None:
+            rest_server, rest_port = start_rest_server(
+                models, options.host, options.rest_api_port, options.rest_threads,
+                options.rest_timeout_seconds,
+            )  # fmt: skip
+        serving = Serving(models, grpc_server, grpc_server.port, rest_server, rest_port,
+                          options, make_manager)  # fmt: skip
+        serving.apply(entries)
+    except BaseException:
+        if serving is not None:
+            serving.stop()
+        else:
+            if grpc_server is not None:
+                grpc_server.stop(0).wait()
+            if rest_server is not None:
+                rest_server.shutdown()
+                rest_server.server_close()
+        raise
+    if options.model_config_file is not None:
+        serving.watch_config(options.model_config_file,
+                             options.model_config_file_poll_wait_seconds)  # fmt: skip
     return serving
+
+
+def _legacy_options(host="127.0.0.1", port=8500, rest_api_port=None, poll_seconds=2.0,
+                    batching=None, max_workers=None, limits=None, model_config_file=None,
+                    config_poll_seconds=60.0, intra_op_threads=0,
+                    inter_op_threads=0):  # fmt: skip
+    """`ServerOptions` from the keyword arguments `start` took in 0.1.0."""
+    batching = {"max_batch_size": 32, "timeout": 0.005, "split": True, **(batching or {})}
+    limits = limits or RequestLimits()
+    return ServerOptions(
+        host=host, port=port, rest_api_port=rest_api_port, poll_seconds=poll_seconds,
+        max_batch_size=batching["max_batch_size"],
+        batch_timeout_micros=round(batching["timeout"] * 1e6),
+        split_large_requests=batching["split"], grpc_max_threads=max_workers,
+        max_request_rows=limits.max_rows, max_string_bytes=limits.max_string_bytes,
+        max_request_bytes=limits.max_request_bytes, model_config_file=model_config_file,
+        model_config_file_poll_wait_seconds=config_poll_seconds,
+        tensorflow_intra_op_parallelism=intra_op_threads,
+        tensorflow_inter_op_parallelism=inter_op_threads,
+    )  # fmt: skip
 
 
 def _one_model(base_path, name, version_policy, version_labels):
@@ -315,51 +505,42 @@ def _one_model(base_path, name, version_policy, version_labels):
     return ModelEntry(name, base_path, policy, version_labels=labels)
 
 
-def start_server(model_base_path, model_name, host="127.0.0.1", port=8500, poll_seconds=2.0,
-                 version_policy="latest", batching=None, max_workers=16, version_labels=None,
-                 limits=None, intra_op_threads=0, inter_op_threads=0):  # fmt: skip
+def start_server(model_base_path, model_name, version_policy="latest", version_labels=None,
+                 **legacy):  # fmt: skip
     """Starts serving one model; returns `(grpc_server, bound_port, manager)`.
 
-    See `start`; the other arguments are `ModelManager`'s.
+    A shorthand of `start` for one model: `version_policy` is `"latest"`,
+    `"all"` or a list of versions, `version_labels` a `{label: version}`
+    dict, and the other keyword arguments are `start`'s of 0.1.0.
     """
     entry = _one_model(model_base_path, model_name, version_policy, version_labels)
-    serving = start([entry], host, port, None, poll_seconds, batching, max_workers, limits,
-                    intra_op_threads=intra_op_threads,
-                    inter_op_threads=inter_op_threads)  # fmt: skip
+    serving = start([entry], **legacy)
     return serving.grpc_server, serving.grpc_port, serving.models.manager(model_name)
 
 
-def serve_forever(model_base_path=None, model_name=None, host="127.0.0.1", port=8500,
-                  poll_seconds=2.0, version_policy="latest", version_labels=None, batching=None,
-                  limits=None, drain_seconds=30.0, rest_api_port=None, model_config_file=None,
-                  config_poll_seconds=60.0, intra_op_threads=0,
-                  inter_op_threads=0):  # fmt: skip
+def serve_forever(options=None, **legacy):
     """`keras-transformer serve`: serves until SIGTERM or Ctrl-C, then drains.
 
-    Serves one model (`model_base_path`, `model_name`) or the models of
-    `model_config_file`. On either signal the server accepts no new
-    request, lets the requests in flight finish for up to `drain_seconds`,
-    and returns.
+    Serves the models that `options` (`ServerOptions`) name. On either
+    signal the server accepts no new request, lets the requests in flight
+    finish for up to `drain_seconds`, and returns within
+    `EXIT_GRACE_SECONDS` more whatever is still running (every thread the
+    server starts is a daemon: none holds the process).
+
+    The older form, with the keyword arguments of 0.1.0
+    (`model_base_path`, `model_name`, ...), still works.
     """
+    if not isinstance(options, ServerOptions):
+        options = _legacy_serve_options(options, **legacy)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    if model_config_file is not None:
-        if model_base_path is not None:
-            raise ValueError("Give --model-config-file or --model-base-path, not both")
-        entries = read_model_config(model_config_file)
-    elif model_base_path is None or model_name is None:
-        raise ValueError("Give --model-base-path and --model-name, or --model-config-file")
-    else:
-        entries = [_one_model(model_base_path, model_name, version_policy, version_labels)]
-    serving = start(entries, host, port, rest_api_port, poll_seconds, batching, limits=limits,
-                    model_config_file=model_config_file,
-                    config_poll_seconds=config_poll_seconds, intra_op_threads=intra_op_threads,
-                    inter_op_threads=inter_op_threads)  # fmt: skip
+    entries = _entries(options)
+    serving = start(options, entries)
     names = ", ".join(e.name for e in entries)
-    log.info("Serving %s on %s:%s (gRPC)", names, host, serving.grpc_port)
-    ready = f"READY {host}:{serving.grpc_port}"
+    log.info("Serving %s on %s:%s (gRPC)", names, options.host, serving.grpc_port)
+    ready = f"READY {options.host}:{serving.grpc_port}"
     if serving.rest_port is not None:
-        log.info("REST API on %s:%s", host, serving.rest_port)
-        ready += f" REST {host}:{serving.rest_port}"
+        log.info("REST API on %s:%s", options.host, serving.rest_port)
+        ready += f" REST {options.host}:{serving.rest_port}"
     print(ready, flush=True)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
@@ -368,8 +549,29 @@ def serve_forever(model_base_path=None, model_name=None, host="127.0.0.1", port=
         while not stop.wait(0.5):
             pass
     finally:
-        log.info("Draining: no new requests, up to %.0f s for the ones in flight", drain_seconds)
-        serving.stop(grace=drain_seconds)
+        drain = options.drain_seconds
+        log.info("Draining: no new requests, up to %.0f s for the ones in flight", drain)
+        stopping = threading.Thread(target=serving.stop, args=(drain,), daemon=True)
+        stopping.start()
+        stopping.join(drain + EXIT_GRACE_SECONDS)
+        if stopping.is_alive():
+            log.error("Stopping anyway: work was still running %.0f s after the drain",
+                      EXIT_GRACE_SECONDS)  # fmt: skip
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         log.info("Stopped")
+
+
+def _legacy_serve_options(model_base_path=None, model_name=None, host="127.0.0.1", port=8500,
+                          poll_seconds=2.0, version_policy="latest", version_labels=None,
+                          batching=None, limits=None, drain_seconds=30.0, rest_api_port=None,
+                          model_config_file=None, config_poll_seconds=60.0, intra_op_threads=0,
+                          inter_op_threads=0):  # fmt: skip
+    options = _legacy_options(host, port, rest_api_port, poll_seconds, batching, None, limits,
+                              model_config_file, config_poll_seconds, intra_op_threads,
+                              inter_op_threads)  # fmt: skip
+    labels = [f"{k}={v}" for k, v in sorted((version_labels or {}).items())]
+    return dataclasses.replace(
+        options, model_base_path=model_base_path, model_name=model_name,
+        version_policy=version_policy, version_label=labels, drain_seconds=drain_seconds,
+    )  # fmt: skip

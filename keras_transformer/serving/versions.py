@@ -5,45 +5,33 @@ import ctypes.util
 import gc
 import logging
 import os
-import re
 import threading
 import time
 
+import numpy as np
+import tensorflow as tf
 from tensorflow_serving.apis import get_model_status_pb2
 
+from keras_transformer._version_folders import parse_version_folder, version_folders
 from keras_transformer.export.session_model import SessionModel
 from keras_transformer.export.warmup import read_warmup_requests
 from keras_transformer.serving.batching import Batcher
 from keras_transformer.serving.limits import RequestLimits, request_inputs
+from keras_transformer.serving.options import check_labels, parse_version_labels
 
 log = logging.getLogger("keras_transformer.serve")
 
+__all__ = [
+    "ModelManager",
+    "Version",
+    "check_labels",
+    "empty_outputs",
+    "parse_version_folder",
+    "parse_version_labels",
+    "version_folders",
+]
+
 State = get_model_status_pb2.ModelVersionStatus.State
-# TF Serving reads a version folder with safe_strto64: ASCII digits (a
-# leading zero is allowed: "05" is version 5), within int64.
-_VERSION_FOLDER = re.compile(r"[0-9]+")
-_MAX_VERSION = 2**63 - 1
-
-
-def parse_version_folder(name):
-    """The version number of folder `name`, or None if it is not one."""
-    if not _VERSION_FOLDER.fullmatch(name):
-        return None
-    number = int(name)
-    return number if number <= _MAX_VERSION else None
-
-
-def version_folders(base_path):
-    """`{version: path}` of the version folders under `base_path`; where two
-    folders name one version ("5" and "05"), the one spelled without
-    leading zeros wins."""
-    found = {}
-    for name in sorted(os.listdir(base_path), key=lambda n: (len(n), n), reverse=True):
-        number = parse_version_folder(name)
-        path = os.path.join(base_path, name)
-        if number is not None and os.path.isdir(path):
-            found[number] = path  # the shortest spelling comes last and wins
-    return found
 
 
 def fingerprint(path):
@@ -101,7 +89,13 @@ class Version:
         return len(requests)
 
     def run(self, signature, inputs, alive=lambda: True, time_left=lambda: None):
-        """Runs `signature` on checked `inputs`, batched with other requests."""
+        """Runs `signature` on checked `inputs`, batched with other requests.
+
+        A request of no rows is answered with outputs of no rows, as the
+        signature declares them, without running anything.
+        """
+        if len(next(iter(inputs.values()))) == 0:
+            return empty_outputs(self.model.signature(signature))
         with self.lock:
             batcher = self.batchers.get(signature)
             if batcher is None:
@@ -138,6 +132,19 @@ class Version:
         _return_freed_memory()
 
 
+def empty_outputs(signature_def):
+    """`{name: array}` of no rows for each output of `signature_def`: its
+    dtype, and its declared shape with 0 rows (and 0 for an unknown
+    dimension)."""
+    outputs = {}
+    for name, info in signature_def.outputs.items():
+        dims = [max(d.size, 0) for d in info.tensor_shape.dim][1:]
+        dtype = tf.dtypes.as_dtype(info.dtype)
+        numpy_dtype = object if dtype == tf.string else dtype.as_numpy_dtype
+        outputs[name] = np.zeros([0, *dims], dtype=numpy_dtype)
+    return outputs
+
+
 def _return_freed_memory():
     """Gives memory freed by an unloaded version back to the system.
 
@@ -168,12 +175,13 @@ class ModelManager:
         num_latest: how many of the newest versions `"latest"` serves.
         session_config: the `tf.compat.v1.ConfigProto` of every version's
             session; `None` takes TensorFlow's defaults.
+        entry: the `ModelEntry` of a model config file it serves, if any.
     """
 
     def __init__(self, base_path, name, version_policy="latest", poll_seconds=2.0,
                  batching=None, version_labels=None, num_latest=1,
-                 session_config=None):  # fmt: skip
-        self.entry = None  # the config entry it serves, when it has one
+                 session_config=None, entry=None):  # fmt: skip
+        self.entry = entry
         if not (version_policy in ("latest", "all") or isinstance(version_policy, (list, tuple))):
             raise ValueError(
                 "`version_policy` must be latest, all or a list of versions. "
@@ -262,11 +270,19 @@ class ModelManager:
             except Exception:  # the watcher never dies; the models keep serving
                 log.exception("Scanning %s failed", self.base_path)
 
+    def relabel(self, entry):
+        """Takes the labels of `entry`, a config entry serving the same
+        versions, as the new config it came from is applied."""
+        labels = check_labels(entry.labels)
+        with self.lock:
+            self.version_labels, self.entry = labels, entry
+
     def version_for_label(self, label):
         """The version a label names; `ValueError` for an unknown label."""
-        if label not in self.version_labels:
+        labels = self.version_labels
+        if label not in labels:
             raise ValueError(f"Unrecognized servable version label: {label}")
-        return self.version_labels[label]
+        return labels[label]
 
     def statuses(self):
         """`{version: (state, error message)}` of every version this server
@@ -293,34 +309,15 @@ class ModelManager:
             servable.acquire()
             return servable
 
-    def stop(self):
+    def stop(self, wait_seconds=60.0):
+        """Stops watching and unloads every version; the watcher thread
+        has ended when this returns (unless it is busy loading for longer
+        than `wait_seconds`)."""
         self._stop.set()
+        if self.watcher is not None and self.watcher is not threading.current_thread():
+            self.watcher.join(wait_seconds)
         with self.lock:
             versions = list(self.versions.values())
             self.versions = {}
         for version in versions:
             version.retire()
-
-
-def check_labels(labels):
-    for label, version in labels.items():
-        if not isinstance(label, str) or not label:
-            raise ValueError(f"A version label must be a non-empty string. Received: {label!r}")
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise ValueError(
-                f"Version label {label!r} must name a version number >= 0. Received: {version!r}"
-            )
-    return dict(labels)
-
-
-def parse_version_labels(pairs):
-    """`["stable=1", "canary=2"]` -> `{"stable": 1, "canary": 2}`."""
-    labels = {}
-    for pair in pairs or ():
-        label, sep, version = pair.partition("=")
-        if not sep or parse_version_folder(version.strip()) is None:
-            raise ValueError(f"A version label is LABEL=VERSION, e.g. stable=1. Received: {pair!r}")
-        if label in labels:
-            raise ValueError(f"Version label {label!r} is given twice")
-        labels[label] = int(version)
-    return check_labels(labels)

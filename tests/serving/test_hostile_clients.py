@@ -62,6 +62,15 @@ def _raw(address, tensor, signature="translate_greedy", timeout=60):
         return call(request, timeout=timeout)
 
 
+def _answered(*args):
+    """`_raw(*args)`'s status code name, for requests whose end is not the point."""
+    try:
+        _raw(*args)
+        return "OK"
+    except grpc.RpcError as error:
+        return error.code().name
+
+
 def _tensor(dims, values=(), dtype=types_pb2.DT_STRING):
     shape = tensor_shape_pb2.TensorShapeProto(
         dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in dims]
@@ -278,3 +287,106 @@ def test_memory_stays_flat_across_hot_swaps(served, tmp_path):
         server.wait(60)
     # The first swap builds what every later load reuses; then 10 more.
     assert max(rss[1:]) <= rss[1] * 1.10, [r >> 20 for r in rss]
+
+
+SIGNATURES_OF_TEXT = ("serving_default", "translate_greedy", "translate_nbest", "attention",
+                      "translate_sample")  # fmt: skip
+
+
+def test_empty_requests_are_answered_and_change_nothing(served):
+    for signature in SIGNATURES_OF_TEXT:
+        response = _raw(served["address"], _tensor([0]), signature=signature)
+        assert response.outputs and all(
+            tensor.tensor_shape.dim[0].size == 0 for tensor in response.outputs.values()
+        )
+    for _ in range(20):  # each once broke its signature's batcher for good
+        _raw(served["address"], _tensor([0]), signature="translate_greedy")
+    with GrpcTranslationClient(served["address"], "translator", timeout=30) as client:
+        for signature in SIGNATURES_OF_TEXT[:2]:
+            assert len(client.translate(["The dog sleeps."], signature=signature)["translation"])
+
+
+def test_status_and_metadata_are_answered_while_predicts_are_busy(served):
+    from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
+
+    server, port, manager = start_server(
+        served["base"], "translator", port=0, poll_seconds=0, max_workers=1,
+        batching={"max_batch_size": 1, "timeout": 0.0},
+    )  # fmt: skip
+    address = f"127.0.0.1:{port}"
+    tensor = _tensor([400], [f"The old man {i} reads.".encode() for i in range(400)])
+    busy = [threading.Thread(target=_answered, args=(address, tensor, "serving_default", 4))
+            for _ in range(4)]  # fmt: skip
+    try:
+        for thread in busy:
+            thread.start()
+        time.sleep(1.0)
+        request = get_model_status_pb2.GetModelStatusRequest()
+        request.model_spec.name = "translator"
+        with grpc.insecure_channel(address) as channel:
+            stub = model_service_pb2_grpc.ModelServiceStub(channel)
+            start = time.monotonic()
+            stub.GetModelStatus(request, timeout=30)
+            assert time.monotonic() - start < 1.0
+        with GrpcTranslationClient(address, "translator", timeout=30) as client:
+            start = time.monotonic()
+            client.metadata()
+            assert time.monotonic() - start < 1.0
+    finally:
+        for thread in busy:
+            thread.join()
+        server.stop(0).wait()
+        manager.stop()
+
+
+def test_a_stuck_request_does_not_hold_the_stop(served):
+    before = {t for t in threading.enumerate() if not t.daemon}
+    server, port, manager = start_server(served["base"], "translator", port=0, poll_seconds=0)
+    assert {t for t in threading.enumerate() if not t.daemon} == before  # none holds the exit
+    stuck = threading.Event()
+    manager.versions[1].model.run = lambda signature, inputs: stuck.wait()
+    thread = threading.Thread(target=_answered, args=(f"127.0.0.1:{port}", _tensor([1], [b"x"])))
+    thread.start()
+    time.sleep(0.5)
+    start = time.monotonic()
+    try:
+        assert server.stop(0.5).wait(10)
+        assert time.monotonic() - start < 3.0
+        thread.join(10)
+        assert not thread.is_alive()  # the client was answered (CANCELLED or UNAVAILABLE)
+    finally:
+        stuck.set()
+        manager.stop()
+
+
+def test_sigterm_exits_within_the_drain_whatever_runs(served):
+    from keras_transformer.serving.server import EXIT_GRACE_SECONDS
+
+    port = free_port()
+    server = start_python(
+        "-m", "keras_transformer.cli", "serve", "--model-base-path", served["base"],
+        "--model-name", "translator", "--port", str(port), "--poll-seconds", "0",
+        "--max-batch-size", "1", "--drain-seconds", "1",
+    )  # fmt: skip
+    try:
+        for line in server.stdout:
+            if line.startswith("READY"):
+                break
+        tensor = _tensor([400], [f"The old man {i} reads.".encode() for i in range(400)])
+        clients = [
+            threading.Thread(target=_answered,
+                             args=(f"127.0.0.1:{port}", tensor, "serving_default", 300))
+            for _ in range(3)
+        ]  # fmt: skip
+        for thread in clients:
+            thread.start()
+        time.sleep(1.5)
+        start = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(60) == 0
+        assert time.monotonic() - start < 1 + EXIT_GRACE_SECONDS + 5
+        for thread in clients:
+            thread.join(30)
+    finally:
+        if server.poll() is None:
+            server.kill()

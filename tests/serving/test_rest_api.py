@@ -4,6 +4,7 @@ import base64
 import json
 import os
 import shutil
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -190,8 +191,100 @@ def test_prometheus_metrics(serving):
         text = response.read().decode()
     assert ':tensorflow:serving:request_count{model_name="translator",version="2",' in text
     assert 'api="rest",status="OK"}' in text
-    assert 'model_name="nope"' in text and 'status="NOT_FOUND"' in text
+    # A name the server does not serve is counted under one fixed label.
+    assert 'model_name="nope"' not in text
+    assert 'model_name="<unknown>",version="",signature="",api="rest",status="NOT_FOUND"' in text
     assert ":tensorflow:serving:request_latency_bucket{" in text and 'le="+Inf"' in text
+
+
+def test_an_empty_request_is_answered_and_changes_nothing(serving):
+    empty_columns = {"outputs": {"score": [], "translation": []}}
+    cases = [
+        ({"instances": []}, {"predictions": []}),
+        ({"inputs": []}, empty_columns),
+        ({"inputs": {"text": []}}, empty_columns),
+    ]
+    for body, expected in cases:
+        for _ in range(5):
+            assert _call(serving, "/v1/models/translator:predict", body) == (200, expected)
+    status, answer = _call(serving, "/v1/models/translator:predict", {"instances": SENTENCES})
+    assert status == 200 and len(answer["predictions"]) == 2
+
+
+BROKEN_CONFIG = """
+model_config_list {
+  config { name: "translator" base_path: "translator"
+           model_version_policy { latest { num_versions: 2 } }
+           version_labels { key: "stable" value: 2 } }
+  config { name: "other" base_path: "translator" model_version_policy { specific { versions: 1 } } }
+  config { name: "ghost" base_path: "no-such-folder" }
+}
+"""
+
+
+def test_a_config_with_a_missing_base_path_is_not_applied_at_all(serving, root, caplog):
+    config = root / "models.config"
+    original = config.read_text()
+    managers = dict(serving.models.managers)
+    threads = threading.active_count()
+    try:
+        for attempt in range(3):
+            caplog.clear()
+            config.write_text(BROKEN_CONFIG)
+            os.utime(config, ns=(time.time_ns(), time.time_ns() + (attempt + 1) * 10**9))
+            deadline = time.time() + 30
+            while "no-such-folder" not in caplog.text and time.time() < deadline:
+                time.sleep(0.05)
+            assert "Ignoring the changed model config" in caplog.text
+        assert serving.models.managers == managers  # the very same managers
+        assert serving.models.manager("translator").version_for_label("stable") == 1
+        assert threading.active_count() <= threads
+    finally:
+        config.write_text(original)
+        os.utime(config, ns=(time.time_ns(), time.time_ns() + 5 * 10**9))
+
+
+def test_a_model_that_fails_to_start_undoes_the_others(serving, root, monkeypatch):
+    from keras_transformer.serving.model_config import ModelEntry
+
+    started, real = [], serving._make_manager
+
+    def make(entry):
+        if entry.name == "bad":
+            raise RuntimeError("cannot start")
+        manager = real(entry)
+        started.append(manager)
+        return manager
+
+    monkeypatch.setattr(serving, "_make_manager", make)
+    managers = dict(serving.models.managers)
+    other = str(root / "other")
+    entries = [ModelEntry("new", other, version_labels=(("x", 1),)), ModelEntry("bad", other)]
+    with pytest.raises(RuntimeError, match="cannot start"):
+        serving.apply(entries)
+    assert serving.models.managers == managers
+    assert len(started) == 1 and started[0].versions == {}  # stopped, its version unloaded
+
+
+def test_invented_names_do_not_grow_the_metrics(serving):
+    def scrape():
+        with urllib.request.urlopen(_url(serving, "/monitoring/prometheus/metrics")) as response:
+            return response.read()
+
+    for i in range(3):  # every label value that can appear, once
+        _call(serving, f"/v1/models/bogus{i}:predict", {"instances": ["x"]})
+        _call(serving, f"/v1/models/translator/versions/9{i}:predict", {"instances": ["x"]})
+        _call(serving, "/v1/models/translator:predict", {"signature_name": f"s{i}",
+                                                         "instances": ["x"]})  # fmt: skip
+    before = len(scrape().splitlines())
+    for i in range(300):
+        _call(serving, f"/v1/models/bogus-{i}:predict", {"instances": ["x"]})
+        _call(serving, f"/v1/models/translator/versions/{1000 + i}:predict", {"instances": ["x"]})
+        _call(serving, "/v1/models/translator:predict", {"signature_name": f"sig-{i}",
+                                                         "instances": ["x"]})  # fmt: skip
+    text = scrape()
+    assert len(text.splitlines()) == before  # the counts grew, not the series
+    assert b"bogus-" not in text and b"sig-" not in text and b'version="1000"' not in text
 
 
 def test_a_changed_config_is_applied_and_a_broken_one_ignored(serving, root):

@@ -1,0 +1,44 @@
+"""Version folders under a model's base path, read as TF Serving reads them.
+
+One rule for the exporter (which picks the next version) and the server
+(which serves them): a version folder's name is ASCII digits, a leading
+zero allowed ("05" is version 5), within int64 (TF Serving's
+`safe_strto64`).
+"""
+
+import os
+import re
+
+_VERSION_FOLDER = re.compile(r"[0-9]+")
+_MAX_VERSION = 2**63 - 1
+
+
+def parse_version_folder(name):
+    """The version number of folder `name`, or None if it is not one.
+
+    Example:
+
+    >>> parse_version_folder("05"), parse_version_folder("5a")
+    (5, None)
+    """
+    if not _VERSION_FOLDER.fullmatch(name):
+        return None
+    number = int(name)
+    return number if number <= _MAX_VERSION else None
+
+
+def version_folders(base_path):
+    """`{version: path}` of the version folders under `base_path`; where
+    two folders name one version ("5" and "05"), the one spelled without
+    leading zeros wins.
+
+    Raises:
+        OSError: `base_path` cannot be listed (it does not exist, say).
+    """
+    found = {}
+    for name in sorted(os.listdir(base_path), key=lambda n: (len(n), n), reverse=True):
+        number = parse_version_folder(name)
+        path = os.path.join(base_path, name)
+        if number is not None and os.path.isdir(path):
+            found[number] = path  # the shortest spelling comes last and wins
+    return found

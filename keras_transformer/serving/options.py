@@ -1,0 +1,198 @@
+"""`ServerOptions`: every setting of the server in one object.
+
+TF Serving parses its flags into one `Server::Options` and hands it to
+`BuildAndStart`; `keras-transformer serve` derives its flags from this
+dataclass (as `train` does from `TrainConfig`) and hands it to `start` or
+`serve_forever`. It imports neither TensorFlow nor gRPC, so that the
+command line can describe itself without loading them.
+"""
+
+import dataclasses
+import os
+
+from keras_transformer._validation import check_positive_int, check_positive_number
+from keras_transformer._version_folders import parse_version_folder
+
+VERSION_POLICIES = ("latest", "all")
+
+
+def _cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclasses.dataclass
+class ServerOptions:
+    """The settings of `keras-transformer serve`; the keys of its `--config`.
+
+    Attributes:
+        model_base_path: folder of the model's version folders (required
+            without model_config_file).
+        model_name: the name requests use for the model (required without
+            model_config_file).
+        model_config_file: a model_config_list (TF Serving's text format)
+            of the models to serve, instead of model_base_path and
+            model_name. A changed file is applied whole or not at all.
+        model_config_file_poll_wait_seconds: how often the model config
+            file is re-read if it changed.
+        host: address to bind; 127.0.0.1 is this machine only.
+        port: gRPC port; 0 picks a free one.
+        rest_api_port: also serve TF Serving's REST API on this port;
+            None for no REST, 0 picks a free one.
+        poll_seconds: how often version folders are scanned; 0 never.
+        version_policy: serve the newest version, or every version under
+            the base path.
+        version_label: LABEL=VERSION, a label requests may name instead of
+            a version; repeatable.
+        max_request_rows: most sentences in one request.
+        max_string_bytes: longest sentence, in bytes.
+        max_request_bytes: most text bytes in one request.
+        max_batch_size: most sentences in one batched run.
+        batch_timeout_micros: how long a request waits for others to batch
+            with.
+        split_large_requests: run requests over max_batch_size as
+            batch-sized pieces interleaved with other requests; off
+            refuses them.
+        drain_seconds: on SIGTERM or Ctrl-C, how long requests in flight
+            may finish; the server exits at most a few seconds later,
+            whatever is still running.
+        tensorflow_intra_op_parallelism: threads of each session within
+            one op, as TF Serving's flag; 0 is TensorFlow's choice; 1 both
+            ways answers single requests sooner on a small CPU.
+        tensorflow_inter_op_parallelism: threads of each session running
+            ops side by side, as TF Serving's flag; 0 is TensorFlow's
+            choice.
+        grpc_max_threads: gRPC Predict calls run at once, as TF Serving's
+            flag; more wait their turn. Status and metadata calls never
+            wait for them. None is 4 per CPU.
+        rest_api_num_threads: REST requests worked on at once, as TF
+            Serving's flag; more wait their turn. None is 4 per CPU.
+        rest_api_timeout_in_ms: a REST request's time, as TF Serving's
+            flag: a connection that has not sent a whole request this long
+            after its last answer is closed, and a request still working
+            after this long is answered 504.
+    """
+
+    model_base_path: str | None = None
+    model_name: str | None = None
+    model_config_file: str | None = None
+    model_config_file_poll_wait_seconds: float = 60.0
+    host: str = "127.0.0.1"
+    port: int = 8500
+    rest_api_port: int | None = None
+    poll_seconds: float = 2.0
+    version_policy: str = dataclasses.field(
+        default="latest", metadata={"choices": VERSION_POLICIES}
+    )
+    version_label: list = dataclasses.field(
+        default_factory=list, metadata={"repeatable": True, "metavar": "LABEL=VERSION"}
+    )
+    max_request_rows: int = 4096
+    max_string_bytes: int = 16 * 1024
+    max_request_bytes: int = 8 * 1024 * 1024
+    max_batch_size: int = 32
+    batch_timeout_micros: int = 5000
+    split_large_requests: bool = True
+    drain_seconds: float = 30.0
+    tensorflow_intra_op_parallelism: int = dataclasses.field(default=0, metadata={"int32": True})
+    tensorflow_inter_op_parallelism: int = dataclasses.field(default=0, metadata={"int32": True})
+    grpc_max_threads: int | None = None
+    rest_api_num_threads: int | None = None
+    rest_api_timeout_in_ms: int = 30000
+
+    def __post_init__(self):
+        for name in ("max_request_rows", "max_string_bytes", "max_request_bytes",
+                     "max_batch_size", "rest_api_timeout_in_ms"):  # fmt: skip
+            check_positive_int(name, getattr(self, name))
+        for name in ("grpc_max_threads", "rest_api_num_threads"):
+            if getattr(self, name) is not None:
+                check_positive_int(name, getattr(self, name))
+        for name in ("port", "batch_timeout_micros"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"`{name}` must be an integer >= 0. Received: {name}={value!r}")
+        check_positive_number(
+            "model_config_file_poll_wait_seconds", self.model_config_file_poll_wait_seconds
+        )
+        for name in ("drain_seconds", "poll_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")
+        if self.version_policy not in VERSION_POLICIES:
+            raise ValueError(
+                f"`version_policy` must be one of {VERSION_POLICIES}. "
+                f"Received: version_policy={self.version_policy!r}"
+            )
+        if isinstance(self.version_label, str):
+            self.version_label = [self.version_label]
+        parse_version_labels(self.version_label)
+
+    @property
+    def version_labels(self):
+        """`{label: version}` of `version_label`."""
+        return parse_version_labels(self.version_label)
+
+    @classmethod
+    def from_dict(cls, values):
+        """Options from a `--config` file's keys; unknown keys are errors."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"Unknown serve option(s): {', '.join(unknown)}")
+        return cls(**values)
+
+    @property
+    def predict_threads(self):
+        """gRPC Predict calls run at once."""
+        return self.grpc_max_threads or 4 * _cpus()
+
+    @property
+    def rest_threads(self):
+        """REST requests worked on at once."""
+        return self.rest_api_num_threads or 4 * _cpus()
+
+    @property
+    def rest_timeout_seconds(self):
+        return self.rest_api_timeout_in_ms / 1000.0
+
+    @property
+    def batching(self):
+        """The `Batcher` options."""
+        return {
+            "max_batch_size": self.max_batch_size,
+            "timeout": self.batch_timeout_micros / 1e6,
+            "split": self.split_large_requests,
+        }
+
+
+def check_labels(labels):
+    """`labels` (`{label: version}`) as a dict, after checking each one."""
+    for label, version in labels.items():
+        if not isinstance(label, str) or not label:
+            raise ValueError(f"A version label must be a non-empty string. Received: {label!r}")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ValueError(
+                f"Version label {label!r} must name a version number >= 0. Received: {version!r}"
+            )
+    return dict(labels)
+
+
+def parse_version_labels(pairs):
+    """`["stable=1", "canary=2"]` -> `{"stable": 1, "canary": 2}`.
+
+    Example:
+
+    >>> parse_version_labels(["stable=1", "canary=2"])
+    {'stable': 1, 'canary': 2}
+    """
+    labels = {}
+    for pair in pairs or ():
+        label, sep, version = pair.partition("=") if isinstance(pair, str) else ("", "", "")
+        if not sep or parse_version_folder(version.strip()) is None:
+            raise ValueError(f"A version label is LABEL=VERSION, e.g. stable=1. Received: {pair!r}")
+        if label in labels:
+            raise ValueError(f"Version label {label!r} is given twice")
+        labels[label] = int(version)
+    return check_labels(labels)

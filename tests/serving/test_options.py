@@ -1,0 +1,58 @@
+"""`ServerOptions`: one object for every setting of the server."""
+
+import dataclasses
+
+import pytest
+
+from keras_transformer.serving.options import (
+    ServerOptions,
+    check_labels,
+    parse_version_labels,
+)
+
+
+def test_defaults_are_tf_servings():
+    options = ServerOptions()
+    assert (options.port, options.rest_api_port, options.rest_api_timeout_in_ms) == (
+        8500, None, 30000,
+    )  # fmt: skip
+    assert options.predict_threads == options.rest_threads >= 4  # 4 per CPU
+    assert options.batching == {"max_batch_size": 32, "timeout": 0.005, "split": True}
+
+
+def test_from_dict_round_trips_and_refuses_unknown_keys():
+    options = ServerOptions(model_base_path="/m", model_name="t", version_label=["a=1"])
+    assert ServerOptions.from_dict(dataclasses.asdict(options)) == options
+    with pytest.raises(ValueError, match="Unknown serve option.*max_rows"):
+        ServerOptions.from_dict({"max_rows": 3})
+
+
+@pytest.mark.parametrize(
+    "values,match",
+    [
+        ({"max_request_rows": 0}, "max_request_rows"),
+        ({"grpc_max_threads": 0}, "grpc_max_threads"),
+        ({"rest_api_num_threads": -1}, "rest_api_num_threads"),
+        ({"rest_api_timeout_in_ms": 0}, "rest_api_timeout_in_ms"),
+        ({"port": -1}, "port"),
+        ({"drain_seconds": -1}, "drain_seconds"),
+        ({"version_policy": "newest"}, "version_policy"),
+        ({"version_label": ["stable"]}, "LABEL=VERSION"),
+        ({"version_label": ["a=1", "a=2"]}, "twice"),
+    ],
+)
+def test_bad_values_are_named(values, match):
+    with pytest.raises(ValueError, match=match):
+        ServerOptions(**values)
+
+
+def test_parse_version_labels():
+    assert parse_version_labels(["stable=1", "canary=12"]) == {"stable": 1, "canary": 12}
+    assert parse_version_labels(None) == {}
+    assert ServerOptions(version_label=["b=05"]).version_labels == {"b": 5}
+
+
+@pytest.mark.parametrize("labels", [{"": 1}, {"a": -1}, {"a": True}, {"a": "1"}])
+def test_check_labels_refuses(labels):
+    with pytest.raises(ValueError, match="label"):
+        check_labels(labels)
