@@ -1,23 +1,36 @@
-"""Load test of `keras-transformer serve`: good clients, then good and hostile.
+"""Soak of `keras-transformer serve`: good clients alone, then beside attackers.
 
 Usage (from the repository root, after `make demo` or any export):
 
     .venv/bin/python benchmarks/serve_load.py --model-base-path exports/demo \\
-        --clients 8 --hostile 4 --seconds 60
+        --clients 16 --clean-seconds 120 --seconds 600
 
-Starts the server on a free loopback port in a subprocess and runs two
-phases of `--seconds` each, clients in this process (one channel each):
-`clean`, `--clients` good clients alone; and `hostile`, the same good
-clients beside `--hostile` clients that send what a careless or hostile
-client would: shapes that lie about their values, too many rows, oversized
-strings, the wrong dtype, and large requests that give up after 0.2 s.
-Prints, per phase, the good requests' errors, p50/p99 latency and
-sentences per second, the hostile requests answered, and the server's peak
-resident memory, as table rows for benchmarks/RESULTS.md. Exits 1 if any
+Starts the server in a subprocess on free loopback ports (gRPC and REST),
+serving the export through a model config file, and runs two phases:
+`clean`, `--clients` good gRPC clients alone for `--clean-seconds`; then
+`attack`, the same good clients for `--seconds` beside one thread of each
+attack class (`--attackers` threads each):
+
+- `hostile`: requests that lie about their shape, too many rows, oversized
+  strings, the wrong dtype, and large requests that give up after 0.2 s;
+- `empty`: gRPC tensors of shape [0] and REST `{"instances": []}`;
+- `slow rest`: connections that send half a body and stall;
+- `abandoned rest`: large REST requests whose client leaves after 0.5 s;
+- `label flood`: requests to invented model, version and signature
+  names, over gRPC and REST, and a metrics scrape now and then;
+- `config churn`: the model config file rewritten every 2 s, in turn
+  with changed labels and with a base path that does not exist (refused);
+- `deadline`: 1-row requests with a 5 s deadline, answered in time.
+
+Prints, per phase, the good requests' count, errors, p50/p99 latency and
+sentences per second; the attack requests by class and status; the server's
+resident memory and thread count averaged over each minute, and whether
+they stayed within 10% from the second minute to the last. Exits 1 if any
 good request failed.
 """
 
 import argparse
+import json
 import os
 import random
 import socket
@@ -25,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -36,6 +50,15 @@ from tensorflow_serving.apis import predict_pb2  # noqa: E402
 from keras_transformer.data.synthetic import generate_pairs  # noqa: E402
 from keras_transformer.serving.grpc_client import GrpcTranslationClient  # noqa: E402
 
+CONFIG = """model_config_list {{
+  config {{ name: "translator" base_path: "{base}"
+           version_labels {{ key: "stable" value: {version} }} }}{extra}
+}}
+"""
+# The deadline of the deadline-bound requests: ten times a good request's p99.
+DEADLINE_SECONDS = 5.0
+REFUSED = '\n  config { name: "ghost" base_path: "/no/such/folder" }'
+
 
 def _tensor(dims, values, dtype=types_pb2.DT_STRING):
     shape = tensor_shape_pb2.TensorShapeProto(
@@ -46,24 +69,25 @@ def _tensor(dims, values, dtype=types_pb2.DT_STRING):
     return tensor_pb2.TensorProto(dtype=dtype, tensor_shape=shape, int_val=values)
 
 
-def _hostile_requests(sentences):
-    """(name, tensor, deadline) of each kind of hostile request."""
-    long = [s.encode() for s in sentences[:300]]
-    return [
-        ("shape lie", _tensor([5000, 5000], [b"x"]), 30),
-        ("no values", _tensor([300], []), 30),
-        ("too many rows", _tensor([5000], [b"x"] * 5000), 30),
-        ("huge string", _tensor([1], [b"y" * 40000]), 30),
-        ("wrong dtype", _tensor([2], [1, 2], dtype=types_pb2.DT_INT32), 30),
-        ("gives up", _tensor([len(long)], long), 0.2),
-    ]
+def _request(tensor, name="translator", signature="", version=None):
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = name
+    request.model_spec.signature_name = signature
+    if version is not None:
+        request.model_spec.version.value = version
+    request.inputs["text"].CopyFrom(tensor)
+    return request.SerializeToString()
 
 
-class _Phase:
+class _Tally:
     def __init__(self):
         self.lock = threading.Lock()
         self.latencies, self.errors, self.sentences = [], [], 0
-        self.hostile = {}
+        self.attacks = {}
+
+    def count(self, kind, code):
+        with self.lock:
+            self.attacks[(kind, code)] = self.attacks.get((kind, code), 0) + 1
 
     def percentile(self, q):
         ordered = sorted(self.latencies)
@@ -72,140 +96,284 @@ class _Phase:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def _run_phase(port, sentences, clients, hostile, seconds, server_process):
-    phase = _Phase()
-    deadline = time.monotonic() + seconds
+class _Server:
+    def __init__(self, base, workdir, rest_timeout_ms):
+        self.base = os.path.abspath(base)
+        self.config = os.path.join(workdir, "models.config")
+        self.write_config(version=1)
+        self.grpc_port, self.rest_port = _free_port(), _free_port()
+        command = [
+            sys.executable, "-m", "keras_transformer.cli", "serve",
+            "--model-config-file", self.config, "--model-config-file-poll-wait-seconds", "1",
+            "--port", str(self.grpc_port), "--rest-api-port", str(self.rest_port),
+            "--rest-api-timeout-in-ms", str(rest_timeout_ms), "--poll-seconds", "0",
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        for line in self.process.stdout:
+            if line.startswith("READY"):
+                break
+        threading.Thread(target=lambda: [None for _ in self.process.stdout], daemon=True).start()
+        self.psutil = psutil.Process(self.process.pid)
 
-    def good(seed):
+    def write_config(self, version, refused=False):
+        text = CONFIG.format(base=self.base, version=version, extra=REFUSED if refused else "")
+        with open(self.config + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(self.config + ".tmp", self.config)
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=120)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _good(server, sentences, tally, stop, seed):
+    rng = random.Random(seed)
+    with GrpcTranslationClient(f"127.0.0.1:{server.grpc_port}", "translator", timeout=120) as c:
+        while not stop.is_set():
+            start = time.monotonic()
+            try:
+                c.translate([rng.choice(sentences)])
+            except Exception as error:  # counted, reported
+                with tally.lock:
+                    tally.errors.append(repr(error)[:300])
+                continue
+            with tally.lock:
+                tally.latencies.append(time.monotonic() - start)
+                tally.sentences += 1
+
+
+def _grpc_attacks(kind, requests):
+    """An attacker that sends `requests` ((request bytes, timeout, must succeed)) in turn."""
+
+    def attack(server, sentences, tally, stop, seed):
         rng = random.Random(seed)
-        with GrpcTranslationClient(f"127.0.0.1:{port}", "translator", timeout=120) as client:
-            while time.monotonic() < deadline:
-                batch = [rng.choice(sentences)]
-                start = time.monotonic()
-                try:
-                    client.translate(batch)
-                except Exception as error:  # counted, reported
-                    with phase.lock:
-                        phase.errors.append(repr(error)[:300])
-                    continue
-                with phase.lock:
-                    phase.latencies.append(time.monotonic() - start)
-                    phase.sentences += len(batch)
-
-    def bad(seed):
-        rng = random.Random(1000 + seed)
-        kinds = []
-        for name, tensor, timeout in _hostile_requests(sentences):
-            request = predict_pb2.PredictRequest()
-            request.model_spec.name = "translator"
-            request.inputs["text"].CopyFrom(tensor)
-            # Serialized once: the client's own work must not load the machine.
-            kinds.append((name, request.SerializeToString(), timeout))
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            predict = channel.unary_unary(
-                "/tensorflow.serving.PredictionService/Predict",
-                request_serializer=None,
-                response_deserializer=None,
-            )
-            while time.monotonic() < deadline:
-                name, request, timeout = rng.choice(kinds)
+        with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+            predict = channel.unary_unary("/tensorflow.serving.PredictionService/Predict")
+            while not stop.is_set():
+                request, timeout = rng.choice(requests(sentences, rng))
                 try:
                     predict(request, timeout=timeout)
                     code = "OK"
                 except grpc.RpcError as error:
                     code = error.code().name
-                with phase.lock:
-                    key = (name, code)
-                    phase.hostile[key] = phase.hostile.get(key, 0) + 1
+                tally.count(kind, code)
 
-    peak = [server_process.memory_info().rss]
+    return attack
 
-    def watch_memory():
-        while time.monotonic() < deadline:
-            peak[0] = max(peak[0], server_process.memory_info().rss)
-            time.sleep(0.2)
 
-    threads = [threading.Thread(target=good, args=(i,)) for i in range(clients)]
-    threads += [threading.Thread(target=bad, args=(i,)) for i in range(hostile)]
-    threads.append(threading.Thread(target=watch_memory))
+def _hostile(sentences, rng):
+    long = [s.encode() for s in sentences[:300]]
+    return [
+        (_request(_tensor([5000, 5000], [b"x"])), 30),
+        (_request(_tensor([300], [])), 30),
+        (_request(_tensor([5000], [b"x"] * 5000)), 30),
+        (_request(_tensor([1], [b"y" * 40000])), 30),
+        (_request(_tensor([2], [1, 2], dtype=types_pb2.DT_INT32)), 30),
+        (_request(_tensor([len(long)], long)), 0.2),
+    ]
+
+
+def _empty_grpc(sentences, rng):
+    return [(_request(_tensor([0], []), signature=s), 30)
+            for s in ("", "translate_greedy", "translate_nbest")]  # fmt: skip
+
+
+def _flood_grpc(sentences, rng):
+    word = f"{rng.getrandbits(64):x}"
+    one = _tensor([1], [b"x"])
+    return [
+        (_request(one, name=f"model-{word}"), 30),
+        (_request(one, signature=f"sig-{word}"), 30),
+        (_request(one, version=rng.getrandbits(40) + 10), 30),
+    ]
+
+
+def _deadline(sentences, rng):
+    return [(_request(_tensor([1], [rng.choice(sentences).encode()])), DEADLINE_SECONDS)]
+
+
+def _rest(server, method, path, body=None, timeout=30):
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{server.rest_port}{path}", data=body, method=method
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read()
+            return str(response.status)
+    except urllib.error.HTTPError as error:
+        error.read()
+        return str(error.code)
+    except OSError as error:
+        return type(error).__name__
+
+
+def _rest_attacks(server, sentences, tally, stop, seed):
+    """Empty REST requests, invented names, and a metrics scrape now and then."""
+    rng = random.Random(seed)
+    while not stop.is_set():
+        word = f"{rng.getrandbits(64):x}"
+        choice = rng.randrange(4)
+        if choice == 0:
+            body = json.dumps({"instances": []}).encode()
+            tally.count("empty", "rest " + _rest(server, "POST", "/v1/models/translator:predict",
+                                                 body))  # fmt: skip
+        elif choice == 1:
+            body = json.dumps({"instances": ["x"]}).encode()
+            code = _rest(server, "POST", f"/v1/models/m-{word}:predict", body)
+            tally.count("label flood", "rest " + code)
+        elif choice == 2:
+            body = json.dumps({"signature_name": f"s-{word}", "instances": ["x"]}).encode()
+            code = _rest(server, "POST", "/v1/models/translator:predict", body)
+            tally.count("label flood", "rest " + code)
+        else:
+            tally.count(
+                "label flood", "scrape " + _rest(server, "GET", "/monitoring/prometheus/metrics")
+            )
+            time.sleep(0.5)
+
+
+def _slow_rest(server, sentences, tally, stop, seed):
+    """Connections that send half a body and stall, 8 at a time."""
+    while not stop.is_set():
+        held = []
+        for _ in range(8):
+            sock = socket.create_connection(("127.0.0.1", server.rest_port), timeout=30)
+            sock.sendall(b"POST /v1/models/translator:predict HTTP/1.1\r\n"
+                         b"Content-Length: 1000\r\n\r\n{\"instances\": [\"The")  # fmt: skip
+            held.append(sock)
+        for sock in held:  # the server closes each after its timeout
+            try:
+                closed = sock.recv(1024) == b""
+            except OSError:
+                closed = True
+            tally.count("slow rest", "closed by server" if closed else "answered")
+            sock.close()
+
+
+def _abandoned_rest(server, sentences, tally, stop, seed):
+    """Large REST requests whose client leaves after 0.5 s."""
+    body = json.dumps({"instances": sentences[:400]}).encode()
+    while not stop.is_set():
+        sock = socket.create_connection(("127.0.0.1", server.rest_port), timeout=30)
+        sock.sendall(b"POST /v1/models/translator:predict HTTP/1.1\r\nContent-Length: %d\r\n\r\n"
+                     % len(body) + body)  # fmt: skip
+        time.sleep(0.5)
+        sock.close()
+        tally.count("abandoned rest", "left")
+        time.sleep(0.5)
+
+
+def _config_churn(server, sentences, tally, stop, seed):
+    version = 1
+    while not stop.wait(2.0):
+        refused = version % 2 == 0
+        server.write_config(version=version % 3, refused=refused)
+        tally.count("config churn", "refused file" if refused else "labels changed")
+        version += 1
+    server.write_config(version=1)
+
+
+ATTACKS = {
+    "hostile": _grpc_attacks("hostile", _hostile),
+    "empty": _grpc_attacks("empty", _empty_grpc),
+    "label flood": _grpc_attacks("label flood", _flood_grpc),
+    "deadline": _grpc_attacks("deadline", _deadline),
+    "rest": _rest_attacks,
+    "slow rest": _slow_rest,
+    "abandoned rest": _abandoned_rest,
+    "config churn": _config_churn,
+}
+
+
+def _phase(server, sentences, clients, attackers, seconds):
+    tally, stop = _Tally(), threading.Event()
+    threads = [threading.Thread(target=_good, args=(server, sentences, tally, stop, i))
+               for i in range(clients)]  # fmt: skip
+    for name, attack in ATTACKS.items() if attackers else ():
+        count = 1 if name == "config churn" else attackers
+        threads += [threading.Thread(target=attack, args=(server, sentences, tally, stop, 100 + i),
+                                     daemon=True) for i in range(count)]  # fmt: skip
+    samples = []  # (seconds since start, rss, threads)
     began = time.monotonic()
     for thread in threads:
         thread.start()
+    while time.monotonic() - began < seconds:
+        time.sleep(1.0)
+        samples.append((time.monotonic() - began, server.psutil.memory_info().rss,
+                        server.psutil.num_threads()))  # fmt: skip
+    stop.set()
     for thread in threads:
-        thread.join()
-    phase.elapsed = time.monotonic() - began
-    phase.peak_rss = peak[0]
-    return phase
+        thread.join(120)
+    tally.elapsed = time.monotonic() - began
+    tally.samples = samples
+    return tally
+
+
+def _per_minute(samples):
+    minutes = {}
+    for at, rss, threads in samples:
+        minutes.setdefault(int(at // 60), []).append((rss, threads))
+    return {m: (sum(r for r, _ in v) / len(v), sum(t for _, t in v) / len(v))
+            for m, v in sorted(minutes.items())}  # fmt: skip
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model-base-path", default="exports/demo")
-    parser.add_argument("--clients", type=int, default=8, help="good clients")
-    parser.add_argument("--hostile", type=int, default=4, help="hostile clients (0: clean only)")
-    parser.add_argument("--seconds", type=float, default=60.0, help="length of each phase")
+    parser.add_argument("--clients", type=int, default=16, help="good clients")
+    parser.add_argument("--attackers", type=int, default=1, help="threads per attack class")
+    parser.add_argument("--clean-seconds", type=float, default=60.0)
+    parser.add_argument("--seconds", type=float, default=600.0, help="length of the attack")
+    parser.add_argument("--rest-timeout-ms", type=int, default=3000)
+    parser.add_argument("--workdir", default=None, help="where the model config file goes")
     args = parser.parse_args()
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    command = [
-        sys.executable,
-        "-m",
-        "keras_transformer.cli",
-        "serve",
-        "--model-base-path",
-        args.model_base_path,
-        "--model-name",
-        "translator",
-        "--port",
-        str(port),
-    ]
-    server = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    for line in server.stdout:
-        if line.startswith("READY"):
-            break
-    threading.Thread(target=lambda: [None for _ in server.stdout], daemon=True).start()
-    process = psutil.Process(server.pid)
+    import tempfile
+
+    workdir = args.workdir or tempfile.mkdtemp(prefix="serve_load_")
+    server = _Server(args.model_base_path, workdir, args.rest_timeout_ms)
     sentences = [en for en, _ in generate_pairs(500, seed=99)]
+    try:
+        clean = _phase(server, sentences, args.clients, 0, args.clean_seconds)
+        attack = _phase(server, sentences, args.clients, args.attackers, args.seconds)
+    finally:
+        server.stop()
 
-    phases = [("clean", 0)] + ([("hostile", args.hostile)] if args.hostile else [])
-    results = {}
-    for name, hostile in phases:
-        results[name] = _run_phase(port, sentences, args.clients, hostile, args.seconds, process)
-    server.terminate()
-    server.wait(timeout=120)
-
-    print(
-        "| phase | good clients | hostile clients | good requests | good errors | p50 | p99 "
-        "| sentences/s | hostile answered | server peak RSS |"
-    )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, hostile in phases:
-        r = results[name]
-        answered = sum(r.hostile.values())
+    print("| phase | good clients | seconds | good requests | good errors | p50 | p99 "
+          "| sentences/s | attack requests |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, r in (("clean", clean), ("attack", attack)):
         print(
-            f"| {name} | {args.clients} | {hostile} | {len(r.latencies)} | {len(r.errors)} "
+            f"| {name} | {args.clients} | {r.elapsed:.0f} | {len(r.latencies)} | {len(r.errors)} "
             f"| {r.percentile(0.5):.0f} ms | {r.percentile(0.99):.0f} ms "
-            f"| {r.sentences / r.elapsed:.1f} | {answered} | {r.peak_rss / 2**20:.0f} MiB |"
+            f"| {r.sentences / r.elapsed:.1f} | {sum(r.attacks.values())} |"
         )
-    if "hostile" in results:
-        counts = sorted(results["hostile"].hostile.items())
-        print("hostile requests by kind and status:", ", ".join(f"{k}={v}" for k, v in counts))
-        clean, mixed = results["clean"], results["hostile"]
-        print(
-            f"p50 ratio hostile/clean: {mixed.percentile(0.5) / clean.percentile(0.5):.2f}; "
-            f"p99 ratio: {mixed.percentile(0.99) / clean.percentile(0.99):.2f}"
-        )
-    errors = [e for r in results.values() for e in r.errors]
-    if errors:
-        print("first errors:", errors[:3])
+    print("attack requests by class and answer:")
+    for (kind, code), n in sorted(attack.attacks.items()):
+        print(f"  {kind}: {code} x{n}")
+    p99 = attack.percentile(0.99) / clean.percentile(0.99)
+    print(f"p99 attack/clean: {p99:.2f} (target <= 2)")
+    minutes = _per_minute(attack.samples)
+    print("| minute | server RSS | server threads |")
+    print("| --- | --- | --- |")
+    for minute, (rss, threads) in minutes.items():
+        print(f"| {minute + 1} | {rss / 2**20:.0f} MiB | {threads:.1f} |")
+    if len(minutes) >= 3:
+        second, last = minutes[1], minutes[max(minutes)]
+        print(f"RSS last/second minute: {last[0] / second[0]:.3f}; "
+              f"threads: {last[1] / second[1]:.3f} (target within 10%)")  # fmt: skip
+    failed = attack.errors + clean.errors
+    if failed:
+        print("first failures:", failed[:3])
         sys.exit(1)
 
 
