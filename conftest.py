@@ -1,5 +1,6 @@
 """Fixtures of the test suite and of the docstring examples (doctests)."""
 
+import ast
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -138,19 +139,37 @@ _DOCTEST_RESOURCES = {
 }
 
 
+def _free_names(source):
+    """The names an example reads without defining them: whole names, so
+    that `d_model=16` asks for no `model`."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    read, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+    return read - bound
+
+
 @pytest.fixture(autouse=True)
 def _doctest_globals(request, doctest_namespace):
     if not hasattr(request.node, "dtest"):  # not a doctest
         return
     doctest_namespace.update(np=np, keras=keras, tmp_dir=str(request.getfixturevalue("tmp_path")))
     source = "\n".join(example.source for example in request.node.dtest.examples)
-    needed = {name for name in _DOCTEST_RESOURCES if name in source}
+    needed = _free_names(source) & set(_DOCTEST_RESOURCES)
     if "data_dir" in needed:
         doctest_namespace["data_dir"] = request.getfixturevalue("synthetic_tfds")
     if needed & {"export_dir", "export_base"}:
         base = request.getfixturevalue("export_base")
         doctest_namespace.update(export_base=base, export_dir=os.path.join(base, "1"))
-    if "build()" in source:
+    if "build" in _free_names(source):
         from keras_transformer.export import cc_loader
 
         try:
