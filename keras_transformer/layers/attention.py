@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_transformer._validation import check_positive_int
 from keras_transformer.layers import masking
+from keras_transformer.layers._initializers import clone_initializer
 
 # Added to the logits of masked keys before the softmax, which runs in float32.
 _LARGE_NEGATIVE = -1e9
@@ -110,8 +111,9 @@ class MultiHeadAttention(keras.layers.Layer):
     `use_causal_mask` adds a lower-triangular mask. They are merged in
     `masking.merge_attention_masks`. The output carries the query's mask.
     A query whose keys are all masked gets finite output: like the Keras
-    layer, it averages the values uniformly on the fused path, and attends to
-    nothing (zero weights) when scores are returned or dropout is configured.
+    layer, it averages the values uniformly when neither scores are returned
+    nor dropout is configured (the softmax of equal masked logits), and
+    attends to nothing (zero weights) when they are.
 
     Cache: `init_cache(batch_size, max_length)` returns a zero tensor
     `[batch, 2, max_length, num_heads, key_dim]` (index 0 holds keys, 1
@@ -197,12 +199,8 @@ class MultiHeadAttention(keras.layers.Layer):
             equation=equation,
             output_shape=output_shape,
             bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=self.kernel_initializer.__class__.from_config(
-                self.kernel_initializer.get_config()
-            ),
-            bias_initializer=self.bias_initializer.__class__.from_config(
-                self.bias_initializer.get_config()
-            ),
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
             name=name,
         )

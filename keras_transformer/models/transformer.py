@@ -159,9 +159,11 @@ class Transformer(keras.Model):
     def from_preset(cls, name, input_vocab_size, target_vocab_size, **overrides):
         """Builds a `Transformer` with the architecture of preset `name`.
 
-        Presets: `"tiny"` (2+2 layers, 128 wide), `"small"` (3+3, 256, 4
-        heads, dff 1024), `"base"` and `"big"` (the paper's). `overrides`
-        replace any constructor argument.
+        Presets (`keras_transformer.models.PRESETS`): `"tiny"` (2+2 layers,
+        128 wide), `"small"` (3+3, 256, 4 heads, dff 1024), `"base"` and
+        `"big"` (the paper's), and `"transformer_tiny"` (Wu et al., 2021:
+        shared embeddings, for Multi30k). `overrides` replace any
+        constructor argument.
         """
         config = preset_config(name)
         config.update(overrides)
