@@ -1,6 +1,5 @@
 """Greedy decoding over any step function, in one graph."""
 
-import warnings
 from typing import Any, NamedTuple
 
 import tensorflow as tf
@@ -23,7 +22,7 @@ class GreedyState(NamedTuple):
 # The loop is an explicit tf.while_loop: AutoGraph has nothing to convert,
 # and converting the caller's step function has picked the wrong method.
 @tf.autograph.experimental.do_not_convert
-def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, alpha=0.6, **removed):
+def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, alpha=0.6):
     """Picks the most likely token at every step until each row ends.
 
     Same contract as `beam_search` with one beam: `step_fn(ids [batch],
@@ -59,7 +58,6 @@ def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, al
     >>> sequences.numpy().tolist()
     [[[4, 3, 0]]]
     """
-    _check_removed(removed)
 
     def most_likely(step_log_probs, index):
         return tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
@@ -115,19 +113,3 @@ def token_by_token(step_fn, initial_ids, initial_state, choose, *, max_length, e
     (final,) = tf.while_loop(not_done, body, (initial,), maximum_iterations=max_length)
     scores = final.log_probs / _common.length_penalty(final.lengths, alpha)
     return final.sequences[:, None, :], scores[:, None]
-
-
-def _check_removed(removed):
-    """`beam_size` was once accepted (and had to be 1); other names are errors."""
-    unknown = sorted(set(removed) - {"beam_size"})
-    if unknown:
-        raise TypeError(f"greedy_search() got unexpected keyword arguments {unknown}")
-    if "beam_size" in removed:
-        beam_size = removed["beam_size"]
-        if beam_size != 1:
-            raise ValueError(f"Greedy search has one beam. Received: beam_size={beam_size!r}")
-        warnings.warn(
-            "greedy_search() no longer takes beam_size; drop the argument",
-            DeprecationWarning,
-            stacklevel=3,
-        )

@@ -101,14 +101,11 @@ def test_stops_when_every_row_has_ended():
     assert list(sequences[0, 0].numpy()) == [4, END] + [0] * 8
 
 
-def test_the_old_beam_size_argument_is_refused_or_deprecated():
+@pytest.mark.parametrize("name", ["beam_size", "beams"])
+def test_an_unknown_argument_is_a_type_error(name):
     args = (markov_step_fn(np.zeros((1, 3, 5, 5))), tf.constant([START]), {"row": tf.range(1)})
-    with pytest.raises(ValueError, match="beam_size=2"):
-        greedy_search(*args, max_length=3, end_id=END, beam_size=2)
-    with pytest.warns(DeprecationWarning, match="no longer takes beam_size"):
-        greedy_search(*args, max_length=3, end_id=END, beam_size=1)
-    with pytest.raises(TypeError, match="beams"):
-        greedy_search(*args, max_length=3, end_id=END, beams=1)
+    with pytest.raises(TypeError, match=name):
+        greedy_search(*args, max_length=3, end_id=END, **{name: 1})
 
 
 def test_the_loop_state_is_named():
