@@ -75,3 +75,14 @@ def position_encoding(length, depth):
             angle = pos / 10000 ** (2 * i / depth)
             pe[pos, k] = np.sin(angle) if k % 2 == 0 else np.cos(angle)
     return pe
+
+
+def paper_learning_rate(step_number, d_model, warmup, scale=1.0):
+    """Section 5.3: `d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)`,
+    `step_number` counted from 1."""
+    return scale * d_model**-0.5 * min(step_number**-0.5, step_number * warmup**-1.5)
+
+
+def inverse_sqrt_learning_rate(step_number, peak, warmup):
+    """fairseq's `inverse_sqrt` scheduler from a zero initial rate."""
+    return peak * min(step_number / warmup, (warmup / step_number) ** 0.5)

@@ -3,22 +3,15 @@ import numpy as np
 import pytest
 
 from keras_transformer.optimizers import paper_adam
-
-
-def _paper(step_number, d_model, warmup, scale):
-    return scale * d_model**-0.5 * min(step_number**-0.5, step_number * warmup**-1.5)
-
-
-def _inverse_sqrt(step_number, peak, warmup):
-    return peak * min(step_number / warmup, (warmup / step_number) ** 0.5)
+from tests.reference import inverse_sqrt_learning_rate, paper_learning_rate
 
 
 @pytest.mark.parametrize(
     "kwargs, reference",
     [
-        (dict(lr_scale=1.0), lambda s: _paper(s, 128, 400, 1.0)),
-        (dict(lr_scale=2.0), lambda s: _paper(s, 128, 400, 2.0)),
-        (dict(peak_learning_rate=0.005), lambda s: _inverse_sqrt(s, 0.005, 400)),
+        (dict(lr_scale=1.0), lambda s: paper_learning_rate(s, 128, 400, 1.0)),
+        (dict(lr_scale=2.0), lambda s: paper_learning_rate(s, 128, 400, 2.0)),
+        (dict(peak_learning_rate=0.005), lambda s: inverse_sqrt_learning_rate(s, 0.005, 400)),
     ],
 )
 def test_adam_of_the_paper_under_its_schedule(kwargs, reference):

@@ -3,33 +3,25 @@ import numpy as np
 import pytest
 
 from keras_transformer.schedules import WarmupSchedule
-
-
-def _paper(step_number, d_model, warmup, scale=1.0):
-    return scale * d_model**-0.5 * min(step_number**-0.5, step_number * warmup**-1.5)
+from tests.reference import inverse_sqrt_learning_rate, paper_learning_rate
 
 
 @pytest.mark.parametrize("d_model,warmup,scale", [(512, 4000, 1.0), (128, 100, 2.0)])
-def test_matches_the_paper(d_model, warmup, scale):
+def test_matches_thepaper_learning_rate(d_model, warmup, scale):
     schedule = WarmupSchedule(d_model, warmup, scale)
     for t in [0, 1, 10, warmup - 2, warmup - 1, warmup, 5 * warmup]:
         np.testing.assert_allclose(
-            float(schedule(t)), _paper(t + 1, d_model, warmup, scale), rtol=1e-5
+            float(schedule(t)), paper_learning_rate(t + 1, d_model, warmup, scale), rtol=1e-5
         )
 
 
-def _inverse_sqrt(step_number, peak, warmup):
-    """fairseq's inverse_sqrt scheduler (from a zero initial rate)."""
-    return peak * min(step_number / warmup, (warmup / step_number) ** 0.5)
-
-
 @pytest.mark.parametrize("peak, d_model, warmup", [(0.005, 128, 2000), (7e-4, 512, 4000)])
-def test_the_peak_form_is_fairseqs_inverse_sqrt(peak, d_model, warmup):
+def test_the_peak_form_is_fairseqsinverse_sqrt_learning_rate(peak, d_model, warmup):
     schedule = WarmupSchedule.from_peak(peak, d_model, warmup)
     assert schedule.peak_learning_rate == pytest.approx(peak)
     for t in [0, 1, warmup // 2, warmup - 1, warmup, 4 * warmup - 1]:
         np.testing.assert_allclose(
-            float(schedule(t)), _inverse_sqrt(t + 1, peak, warmup), rtol=1e-5
+            float(schedule(t)), inverse_sqrt_learning_rate(t + 1, peak, warmup), rtol=1e-5
         )
     # Its config is the scale form's: it loads in any version.
     clone = WarmupSchedule.from_config(schedule.get_config())
