@@ -13,6 +13,10 @@ _extras.require("tensorflow_serving", "serving")
 
 def __getattr__(name):
     # The clients load lazily, so importing one does not load the other's stack.
+    if name == "ServerOptions":
+        from keras_transformer.serving.options import ServerOptions
+
+        return ServerOptions
     if name == "GrpcTranslationClient":
         from keras_transformer.serving.grpc_client import GrpcTranslationClient
 
@@ -24,4 +28,4 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["GrpcTranslationClient", "RestTranslationClient"]
+__all__ = ["GrpcTranslationClient", "RestTranslationClient", "ServerOptions"]
