@@ -56,6 +56,7 @@ import queue
 import signal
 import threading
 import time
+import warnings
 from concurrent import futures
 
 import grpc
@@ -424,6 +425,12 @@ def start(options=None, entries=None, **legacy):
         ValueError: the options name no model, or a bad one.
     """
     if not isinstance(options, ServerOptions):
+        warnings.warn(
+            "start(entries, host=..., ...) is deprecated: pass a ServerOptions "
+            "(start(options, entries))",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         options, entries = _legacy_options(**legacy), options
     elif legacy:
         raise TypeError(f"start() takes ServerOptions; unexpected {sorted(legacy)}")
@@ -514,7 +521,7 @@ def start_server(model_base_path, model_name, version_policy="latest", version_l
     dict, and the other keyword arguments are `start`'s of 0.1.0.
     """
     entry = _one_model(model_base_path, model_name, version_policy, version_labels)
-    serving = start([entry], **legacy)
+    serving = start(_legacy_options(**legacy), [entry])
     return serving.grpc_server, serving.grpc_port, serving.models.manager(model_name)
 
 
@@ -531,6 +538,11 @@ def serve_forever(options=None, **legacy):
     (`model_base_path`, `model_name`, ...), still works.
     """
     if not isinstance(options, ServerOptions):
+        warnings.warn(
+            "serve_forever(model_base_path, model_name, ...) is deprecated: pass a ServerOptions",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         options = _legacy_serve_options(options, **legacy)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     entries = _entries(options)

@@ -64,6 +64,7 @@ def test_the_local_server_serves_the_shipped_config(export_base, tmp_path):
     """`keras-transformer serve --model-config-file serving/models.config`,
     with the official image's /models mount pointed at a local export."""
     from keras_transformer.serving.model_config import read_model_config
+    from keras_transformer.serving.options import ServerOptions
     from keras_transformer.serving.server import start
 
     (entry,) = read_model_config(os.path.join(SERVING, "models.config"))
@@ -75,7 +76,7 @@ def test_the_local_server_serves_the_shipped_config(export_base, tmp_path):
     text = _read("models.config").replace("/models/translator", export_base)
     local = tmp_path / "models.config"
     local.write_text(text)
-    serving = start(read_model_config(str(local)), port=0, poll_seconds=0)
+    serving = start(ServerOptions(port=0, poll_seconds=0), read_model_config(str(local)))
     try:
         assert sorted(serving.models.manager("translator").versions) == [1]
     finally:

@@ -14,8 +14,8 @@ import pytest
 
 from keras_transformer.export import export_version
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
-from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.model_config import read_model_config
+from keras_transformer.serving.options import ServerOptions
 from keras_transformer.serving.rest_client import RestTranslationClient
 from keras_transformer.serving.server import start
 from keras_transformer.training import load_run
@@ -47,15 +47,15 @@ def root(trained_run, tmp_path_factory):
 @pytest.fixture(scope="module")
 def serving(root):
     config = str(root / "models.config")
-    serving = start(
-        read_model_config(config),
+    options = ServerOptions(
+        model_config_file=config,
+        model_config_file_poll_wait_seconds=0.2,
         port=0,
         rest_api_port=0,
         poll_seconds=0,
-        limits=RequestLimits(max_rows=50),
-        model_config_file=config,
-        config_poll_seconds=0.2,
+        max_request_rows=50,
     )
+    serving = start(options)
     yield serving
     serving.stop()
 
