@@ -12,12 +12,9 @@ import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
 from tensorflow_serving.apis import predict_pb2
 
-from keras_transformer.export import export_version
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.server import start_server
-from keras_transformer.serving.versions import parse_version_folder
-from keras_transformer.training import load_run
 from tests.processes import free_port, run_python, start_python
 
 LIMITS = RequestLimits(max_rows=400, max_string_bytes=200, max_request_bytes=20_000)
@@ -25,10 +22,9 @@ BATCH = 8
 
 
 @pytest.fixture(scope="module")
-def served(trained_run, tmp_path_factory):
-    model, src, tgt, _ = load_run(trained_run["run"])
-    base = str(tmp_path_factory.mktemp("exports") / "translator")
-    export_version(model, src, tgt, base, max_length=16, beam_size=2)
+def served(trained_model, serving_export):
+    model, src, tgt = trained_model
+    base = serving_export  # read only: tests that change versions copy it
     server, port, manager = start_server(
         base, "translator", port=0, poll_seconds=0, limits=LIMITS,
         batching={"max_batch_size": BATCH, "timeout": 0.002},
@@ -168,15 +164,6 @@ def test_a_port_in_use_is_an_error(served):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert f"127.0.0.1:{served['port']}" in result.stderr.strip().splitlines()[-1]
-
-
-@pytest.mark.parametrize(
-    "name,version",
-    [("1", 1), ("05", 5), ("0", 0), ("12a", None), ("-1", None), ("٣", None), ("1.0", None),
-     (" 1", None), ("9" * 20, None), ("", None)],
-)  # fmt: skip
-def test_version_folders_are_ascii_digits(name, version):
-    assert parse_version_folder(name) == version
 
 
 def test_a_refused_version_is_retried_when_its_files_change(served, tmp_path):

@@ -12,16 +12,14 @@ from keras_transformer.decoding import Translator
 from keras_transformer.export import export_version
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from keras_transformer.serving.server import parse_version_labels, start_server
-from keras_transformer.training import load_run
-
-MAX_LENGTH = 20
+from tests.serving.conftest import MAX_LENGTH, copy_base
 
 
 @pytest.fixture(scope="module")
-def served(trained_run, tmp_path_factory):
-    model, src, tgt, _ = load_run(trained_run["run"])
-    base = str(tmp_path_factory.mktemp("exports") / "translator")
-    export_version(model, src, tgt, base, max_length=MAX_LENGTH, beam_size=2)
+def served(trained_model, serving_export, tmp_path_factory):
+    model, src, tgt = trained_model
+    # Versions are added and removed here: on a copy of the shared export.
+    base = copy_base(serving_export, tmp_path_factory.mktemp("exports"))
     server, port, manager = start_server(base, "translator", port=0, poll_seconds=0.3)
     translator = Translator(model, src, tgt, beam_size=2, max_output_length=MAX_LENGTH)
     yield {

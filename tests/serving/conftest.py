@@ -1,0 +1,38 @@
+"""What the serving tests share: the trained model and one small export."""
+
+import os
+import shutil
+
+import pytest
+
+# The shared export's decoding: beam 2, at most 20 tokens.
+MAX_LENGTH = 20
+BEAM_SIZE = 2
+
+
+@pytest.fixture(scope="session")
+def trained_model(trained_run):
+    """`(model, source tokenizer, target tokenizer)` of the trained run."""
+    from keras_transformer.training import load_run
+
+    model, source_tokenizer, target_tokenizer, _ = load_run(trained_run["run"])
+    return model, source_tokenizer, target_tokenizer
+
+
+@pytest.fixture(scope="session")
+def serving_export(trained_model, tmp_path_factory):
+    """A model base path holding version 1 of the trained model, exported
+    once for every serving test; a test that adds or removes versions
+    works on a copy (`copy_base`)."""
+    from keras_transformer.export import export_version
+
+    base = str(tmp_path_factory.mktemp("serving_export") / "translator")
+    export_version(*trained_model, base, max_length=MAX_LENGTH, beam_size=BEAM_SIZE)
+    return base
+
+
+def copy_base(base, folder):
+    """A copy of the model base path `base` under `folder`; returns its path."""
+    copy = os.path.join(str(folder), os.path.basename(base))
+    shutil.copytree(base, copy)
+    return copy
