@@ -11,7 +11,7 @@ BACKEND_TESTS := tests/layers tests/models tests/test_losses.py tests/test_metri
 	keras_transformer/losses.py keras_transformer/metrics.py keras_transformer/schedules.py \
 	keras_transformer/optimizers.py keras_transformer/buckets.py
 
-.PHONY: demo test lint install benchmark clean
+.PHONY: demo test test-fast lint install benchmark clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ test: $(STAMP) lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 	KERAS_BACKEND=jax $(PY) -m pytest $(BACKEND_TESTS)
 	KERAS_BACKEND=torch $(PY) -m pytest $(BACKEND_TESTS)
+
+# The layers and the model alone, under the configured backend: a minute or two.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q tests/layers tests/models keras_transformer/layers keras_transformer/models
 
 benchmark: $(STAMP)
 	$(PY) -m pip install --quiet '.[benchmark]'

@@ -8,8 +8,7 @@ similarities near 1 and entropies near 1: the decoder then reads the
 source as one vector, and translates it loosely.
 
     .venv/bin/python benchmarks/encoder_collapse.py RUN [RUN ...] \
-        [--weights final] [--source ../shared/data/multi30k/val.en.gz \
-         --target ../shared/data/multi30k/val.de.gz] [--sentences 64]
+        --source DATA/val.en.gz --target DATA/val.de.gz [--weights final] [--sentences 64]
 """
 
 import argparse
@@ -29,15 +28,15 @@ from keras_transformer.models import (  # noqa: E402
 )
 from keras_transformer.training import load_run  # noqa: E402
 
-DATA = "../shared/data/multi30k"
-
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+")
     parser.add_argument("--weights", default="final")
-    parser.add_argument("--source", default=f"{DATA}/val.en.gz")
-    parser.add_argument("--target", default=f"{DATA}/val.de.gz")
+    parser.add_argument(
+        "--source", required=True, help="source sentences, e.g. Multi30k's val.en.gz"
+    )
+    parser.add_argument("--target", required=True, help="their references, e.g. val.de.gz")
     parser.add_argument("--sentences", type=int, default=64)
     args = parser.parse_args()
     source_lines, target_lines, _ = read_parallel_files(args.source, args.target)

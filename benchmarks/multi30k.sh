@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Multi30k English -> German, then sacreBLEU, chrF and TER (beam 5) on
 # test_2016_flickr. Run from the repository root:
-#   bash benchmarks/multi30k.sh [DATA_DIR]
+#   DATA=path/to/multi30k bash benchmarks/multi30k.sh   (or: bash benchmarks/multi30k.sh DATA_DIR)
+# DATA_DIR holds train, val and test_2016_flickr as {split}.{en,de}[.gz].
 # and copy the last lines into benchmarks/RESULTS.md.
 #
 # Two budgets (BUDGET=) and three recipes (RECIPE=):
@@ -36,7 +37,11 @@
 # published 8,000 updates (about 90 minutes on an AMX CPU with
 # MIXED=--mixed-precision); in the hour the 3+3 recipe scores 38.05.
 set -euo pipefail
-DATA=${1:-../shared/data/multi30k}
+DATA=${1:-${DATA:-}}
+if [ -z "$DATA" ]; then
+  echo "multi30k.sh: give the Multi30k folder: DATA=path bash benchmarks/multi30k.sh" >&2
+  exit 2
+fi
 BUDGET=${BUDGET:-hour}
 # Per budget: the default recipe, the 3+3 recipe's epochs and how many of
 # the last it averages, and the time limit.

@@ -1,10 +1,9 @@
 """Training on local parallel files (the Multi30k layout) and evaluating BLEU.
 
-    python examples/translate_multi30k.py [DATA_DIR]
+    python examples/translate_multi30k.py DATA_DIR
 
 DATA_DIR holds `train.en.gz`, `train.de.gz`, `val.*`, `test_2016_flickr.*`
-(one sentence per line, gzipped or plain); the default is
-`../shared/data/multi30k`. The full run trains the `small` preset for
+(one sentence per line, gzipped or plain). The full run trains the `small` preset for
 about 50 minutes on 2 CPU cores (see benchmarks/multi30k.sh for the
 recorded setting); `KT_EXAMPLE_QUICK=1` trains a few steps on 2,000 pairs.
 """
@@ -18,11 +17,9 @@ from keras_transformer.decoding import Translator, evaluate
 from keras_transformer.training import TrainConfig, load_run, train
 
 QUICK = os.environ.get("KT_EXAMPLE_QUICK") == "1"
-DATA = (
-    sys.argv[1]
-    if len(sys.argv) > 1
-    else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "multi30k")
-)
+if len(sys.argv) != 2:
+    sys.exit("usage: python examples/translate_multi30k.py DATA_DIR (the Multi30k folder)")
+DATA = sys.argv[1]
 OUT = os.environ.get("KT_EXAMPLE_DIR", "runs")
 
 
