@@ -1,25 +1,65 @@
 """keras_transformer: Keras 3 layers and a servable Transformer for translation.
 
-Importing the package loads the layers, the model, the losses, the metrics
-and the schedules, which need Keras alone and run on any Keras 3 backend.
-The rest is imported by name when needed, each sub-package with its own
+The layers, the model, the losses, the metrics and the schedules need Keras
+alone and run on any Keras 3 backend; the rest are sub-packages with
 optional dependencies (see `setup.cfg`'s extras): `data`, `training`,
 `decoding`, `export`, `serving`, `tuning`.
 
-The package leaves the environment as it finds it: choose the Keras backend
-(`KERAS_BACKEND`) before importing it, as with Keras itself. The records
-that TensorFlow's native libraries log while they load honour
-`TF_CPP_MIN_LOG_LEVEL` (INFO is dropped when it is unset), which TensorFlow
-alone does not do at that point.
+Importing the package registers the Keras serializable objects and does
+nothing else: it changes no file descriptor, stream or environment
+variable. When Keras is already imported (`import keras` first, as import
+sorting places it), importing any part of the package registers every
+serializable class at once, so `keras.saving.load_model` needs no
+`custom_objects`. Imported before Keras, the package loads nothing: a
+program can still choose the Keras backend (`KERAS_BACKEND`), and the
+names load, registering themselves, when first used. Sub-packages load
+their names on first use too.
 """
 
-from keras_transformer import _native_logs
+import sys
 
-with _native_logs.filtered():
-    import keras  # noqa: F401
-
-from keras_transformer import layers, losses, metrics, models, schedules  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["layers", "losses", "metrics", "models", "schedules", "__version__"]
+_SUBMODULES = ("layers", "losses", "metrics", "models", "schedules")
+# Every module that registers serializable objects with Keras.
+_REGISTERING = (
+    "keras_transformer.layers",
+    "keras_transformer.losses",
+    "keras_transformer.metrics",
+    "keras_transformer.models.transformer",
+    "keras_transformer.schedules",
+)
+
+
+def _submodule(name):
+    import importlib
+
+    return importlib.import_module(f"keras_transformer.{name}")
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        module = _submodule(name)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'keras_transformer' has no attribute {name!r}")
+
+
+def register():
+    """Registers every serializable class with Keras (imports Keras).
+
+    `import keras_transformer` does it when Keras is already imported; a
+    program that imports this package first calls it, or uses any of the
+    package's layers or models, before `keras.saving.load_model`.
+    """
+    import importlib
+
+    for module in _REGISTERING:
+        importlib.import_module(module)
+
+
+if "keras" in sys.modules:
+    register()
+
+__all__ = [*_SUBMODULES, "__version__", "register"]

@@ -1,6 +1,7 @@
 """Imports of optional dependencies, with an error that says what to install."""
 
 import importlib
+import importlib.util
 
 # Which extra of `setup.cfg` provides each optional module.
 EXTRA_OF = {
@@ -37,3 +38,15 @@ def require(module, extra=None):
             f"{module} is not installed; it comes with keras_transformer's "
             f'"{extra}" extra: pip install "keras-transformer[{extra}]"'
         ) from error
+
+
+def check(module, extra=None):
+    """Raises `require`'s `ImportError` unless `module` is installed; imports
+    nothing (a package checks its optional stack this way when it is
+    imported, and imports it when it is used)."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules holds None for it
+        found = False
+    if not found:
+        require(module, extra)  # raises, naming the extra

@@ -6,14 +6,15 @@ initialized, and at that point they ignore `TF_CPP_MIN_LOG_LEVEL`: every
 `import keras` on the TensorFlow backend prints them to standard error,
 including in front of a command line tool's one-line error message.
 `filtered()` holds back the records below the requested level; Python's
-own writes to `sys.stderr` meanwhile go through unchanged.
+own writes to `sys.stderr` meanwhile go through unchanged. The command
+line uses it; importing the library does not.
 """
 
 import contextlib
 import os
 import re
+import subprocess
 import sys
-import tempfile
 
 # absl's note that it is not yet initialized, printed once per library.
 _NOT_INITIALIZED = "WARNING: All log messages before absl::InitializeLog() is called"
@@ -83,11 +84,55 @@ class _Bypass:
         return getattr(self._stream, name)
 
 
+class _LineFilter:
+    """`keep`, a line at a time: whether each line survives `level`."""
+
+    def __init__(self, level):
+        self.level, self.keeping = level, True
+
+    def __call__(self, line):
+        if line.startswith(_NOT_INITIALIZED):
+            self.keeping = self.level <= 0
+        else:
+            record = _RECORD.match(line)
+            if record:
+                self.keeping = _SEVERITY[record.group(1)] >= self.level
+        return self.keeping
+
+
+def forward(level):
+    """Copies standard input to standard output as it comes, a line at a
+    time, less the records below `level`: the filter process of `filtered`."""
+    keeps = _LineFilter(level)
+    for raw in sys.stdin.buffer:
+        if keeps(raw.decode("utf-8", "replace")):
+            sys.stdout.buffer.write(raw)
+            sys.stdout.buffer.flush()
+
+
+# The filter process: this module run by path, so that it loads nothing else.
+_FORWARDER = (
+    "import importlib.util, sys\n"
+    "spec = importlib.util.spec_from_file_location('native_logs', sys.argv[1])\n"
+    "module = importlib.util.module_from_spec(spec)\n"
+    "spec.loader.exec_module(module)\n"
+    "module.forward(int(sys.argv[2]))\n"
+)
+
+
 @contextlib.contextmanager
 def filtered():
-    """Runs the body with file descriptor 2 captured, then writes back what
-    `keep` keeps. Does nothing once TensorFlow is loaded, or when standard
-    error has no file descriptor."""
+    """Runs the body with file descriptor 2 piped through a filter process
+    that forwards, as they come, the lines `keep` keeps. A program calls it
+    around the import that loads TensorFlow (the command line does); the
+    library never does.
+
+    The filter is a process of its own so that nothing is lost if the body
+    aborts the program (a FATAL record of a native library): the filter
+    still reads what was written and forwards it. Python's own writes to
+    `sys.stderr` go straight to the real standard error. Does nothing once
+    TensorFlow is loaded, or when standard error has no file descriptor.
+    """
     if "tensorflow" in sys.modules:
         yield
         return
@@ -97,27 +142,37 @@ def filtered():
     except (AttributeError, OSError, ValueError):
         yield
         return
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _FORWARDER, os.path.abspath(__file__), str(min_level())],
+            stdin=subprocess.PIPE,
+            stdout=saved,
+            stderr=saved,
+        )
+    except OSError:
+        os.close(saved)
+        yield
+        return
     python_stderr, bypass = sys.stderr, None
     if python_stderr is sys.__stderr__ and _fileno(python_stderr) == 2:
         # A replaced `sys.stderr` (a notebook's, a test runner's) does not
         # write to descriptor 2 and needs nothing.
         bypass = sys.stderr = _Bypass(python_stderr, saved)
-    with tempfile.TemporaryFile() as capture:
-        os.dup2(capture.fileno(), 2)
+    os.dup2(child.stdin.fileno(), 2)
+    try:
+        yield
+    finally:
+        if bypass is not None:
+            bypass.release()
+            if sys.stderr is bypass:
+                sys.stderr = python_stderr
+        os.dup2(saved, 2)
+        child.stdin.close()  # the filter reads to the end, then exits
         try:
-            yield
-        finally:
-            if bypass is not None:
-                bypass.release()
-                if sys.stderr is bypass:
-                    sys.stderr = python_stderr
-            os.dup2(saved, 2)
-            os.close(saved)
-            capture.seek(0)
-            text = keep(capture.read().decode("utf-8", "replace"), min_level())
-            if text:
-                sys.stderr.write(text)
-                sys.stderr.flush()
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+        os.close(saved)
 
 
 def _fileno(stream):

@@ -7,6 +7,9 @@ cut a corpus into the same buckets and batch shapes.
 
 from keras_transformer._validation import check_positive_int
 
+# What the pipeline does with a pair longer than its maximum length.
+LENGTH_POLICIES = ("filter", "truncate")
+
 
 def bucket_edges(max_length, smallest=8):
     """The longest sequence of each length bucket, the last one `max_length`.

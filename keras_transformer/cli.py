@@ -5,15 +5,10 @@ import dataclasses
 import json
 import os
 import sys
+import traceback
 import typing
 
-# Keras and TensorFlow read these as they load, which the package has done
-# before this module runs; they reach the processes a command starts (the
-# servability check, the C++ loader) and a TensorFlow that loads later
-# (tf.data under another backend).
-# TensorFlow's own start-up records are filtered by the package's import.
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def int32(text):
@@ -309,7 +304,7 @@ def _add_decoding_flags(p):
 
 
 def build_parser():
-    from keras_transformer.export.servable import SIGNATURE_INPUTS, SIGNATURES
+    from keras_transformer.export.signatures import SIGNATURE_INPUTS, SIGNATURES
 
     parser = argparse.ArgumentParser(prog="keras-transformer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -466,34 +461,67 @@ def build_parser():
     return parser
 
 
-def _choose_backend(argv, restart):
-    """Makes `--backend` the Keras backend of this process.
+def _set_up_process(argv):
+    """What the program sets before Keras and TensorFlow load (importing
+    `keras_transformer` loads neither): the backend of `--backend` (or
+    TensorFlow), and TensorFlow's log level. They also reach the processes
+    a command starts (the servability check, the C++ loader, servers).
 
-    Keras reads `KERAS_BACKEND` once, when it is first imported, and
-    importing this module imported it already: a command line that asks
-    for another backend restarts itself with the variable set. A call with
-    explicit `argv` (from Python) is not restarted; `train` then says which
-    backend it got.
+    Returns:
+        The backend Keras will load, or None if Keras was loaded already
+        (`main` called from Python): `train` then says which it got.
     """
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--backend")
     known, _ = pre.parse_known_args(argv)
-    if not known.backend or os.environ.get("KERAS_BACKEND") == known.backend:
-        return
-    os.environ["KERAS_BACKEND"] = known.backend
-    if restart and "keras" in sys.modules:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execv(sys.executable, [sys.executable, "-m", "keras_transformer.cli", *argv])
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if "keras" in sys.modules:
+        return None
+    if known.backend:
+        os.environ["KERAS_BACKEND"] = known.backend
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    return os.environ["KERAS_BACKEND"]
+
+
+def _load_keras():
+    """Imports Keras (and TensorFlow where installed, which every command but
+    the layers' needs) with TensorFlow's start-up records filtered."""
+    import importlib.util
+
+    from keras_transformer import _native_logs
+
+    with _native_logs.filtered():
+        if importlib.util.find_spec("tensorflow") is not None:
+            import tensorflow  # noqa: F401
+        import keras  # noqa: F401
+    import keras_transformer
+
+    keras_transformer.register()
+
+
+def _is_user_error(error):
+    """A `ValueError` or `OSError` that the package itself raised about its
+    input (a bad value, a missing file, a port in use): one line is the
+    whole story. Raised from inside another library, it is a fault."""
+    if not isinstance(error, (ValueError, OSError)):
+        return False
+    tb, last = error.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and last.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
 
 
 def main(argv=None):
-    _choose_backend(sys.argv[1:] if argv is None else argv, restart=argv is None)
+    argv = sys.argv[1:] if argv is None else argv
+    _set_up_process(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # --help and flag errors end here, Keras unloaded
+    _load_keras()
     try:
         args.run_command(args)
     except (ValueError, OSError) as error:  # FileNotFoundError and the like included
+        if not _is_user_error(error):
+            traceback.print_exc()
         print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -63,6 +63,40 @@ def _environment_changes(statement):
     return json.loads(result.stdout.splitlines()[-1])
 
 
+def test_importing_the_package_first_loads_nothing_and_registers_on_use(tmp_path):
+    # A program imports the package before Keras to choose the backend.
+    loaded = _loaded_after("import keras_transformer")
+    assert not {m for m in loaded if m.split(".")[0] in ("keras", "tensorflow", "jax", "torch")}
+    path = str(tmp_path / "m.keras")
+    save = (
+        "import keras\nfrom keras_transformer.layers import PositionalEmbedding\n"
+        "inputs = keras.Input((5,), dtype='int32')\n"
+        f"keras.Model(inputs, PositionalEmbedding(10, 8)(inputs)).save({path!r})"
+    )
+    assert run_python("-c", save).returncode == 0
+    for statement in ("import keras\nimport keras_transformer",  # import sorting's order
+                      "import keras_transformer\nimport keras\nkeras_transformer.register()",
+                      "import keras\nfrom keras_transformer import training"):  # fmt: skip
+        result = run_python("-c", f"{statement}\nkeras.saving.load_model({path!r})")
+        assert result.returncode == 0, (statement, result.stderr[-2000:])
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["train", "--help"], ["serve", "--help"], ["tune", "--help"],
+             ["serve", "--port", "x"], ["export"]],
+)  # fmt: skip
+def test_help_and_flag_errors_load_neither_keras_nor_tensorflow(argv):
+    code = (
+        "import sys\nfrom keras_transformer import cli\n"
+        f"try:\n    cli.main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('keras', 'tensorflow', 'jax', 'torch', 'grpc', 'keras_tuner')))"
+    )
+    result = run_python("-c", code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == "[]"
+
+
 def test_the_root_package_is_light_and_leaves_the_environment_alone():
     # Keras may import JAX, which sets TF_CPP_MIN_LOG_LEVEL: not ours to undo.
     keras_only = set(_environment_changes("import keras")["changed"])

@@ -1,33 +1,26 @@
-"""Data: corpora (`synthetic`, `parallel:`, `tfds:`), tokenizers, tf.data pipeline."""
+"""Data: corpora (`synthetic`, `parallel:`, `tfds:`), tokenizers, tf.data pipeline.
 
-from keras_transformer import _extras
+Names load on first use; importing the package checks the `data` extra."""
 
-_extras.require("tensorflow", "data")
-_extras.require("tensorflow_text", "data")
+from keras_transformer import _lazy
 
-from keras_transformer.data.pipeline import LengthStats, length_stats, make_batches, tokenize_pairs
-from keras_transformer.data.sources import (
-    CorpusStats,
-    load_dataset,
-    parse_spec,
-    read_parallel_files,
+__getattr__, __dir__, __all__ = _lazy.attach(
+    globals(),
+    {
+        "CorpusStats": "sources",
+        "END_ID": "tokenizer",
+        "LengthStats": "pipeline",
+        "PAD_ID": "tokenizer",
+        "START_ID": "tokenizer",
+        "SubwordTokenizer": "tokenizer",
+        "UNK_ID": "tokenizer",
+        "generate_pairs": "synthetic",
+        "length_stats": "pipeline",
+        "load_dataset": "sources",
+        "make_batches": "pipeline",
+        "parse_spec": "sources",
+        "read_parallel_files": "sources",
+        "tokenize_pairs": "pipeline",
+    },
+    requires=(("tensorflow", "data"), ("tensorflow_text", "data")),
 )
-from keras_transformer.data.synthetic import generate_pairs
-from keras_transformer.data.tokenizer import END_ID, PAD_ID, START_ID, UNK_ID, SubwordTokenizer
-
-__all__ = [
-    "CorpusStats",
-    "END_ID",
-    "LengthStats",
-    "PAD_ID",
-    "START_ID",
-    "SubwordTokenizer",
-    "UNK_ID",
-    "generate_pairs",
-    "length_stats",
-    "load_dataset",
-    "make_batches",
-    "parse_spec",
-    "read_parallel_files",
-    "tokenize_pairs",
-]

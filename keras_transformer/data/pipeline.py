@@ -5,9 +5,8 @@ import dataclasses
 import tensorflow as tf
 
 from keras_transformer import buckets
+from keras_transformer.buckets import LENGTH_POLICIES
 from keras_transformer.data.tokenizer import END_ID, START_ID
-
-LENGTH_POLICIES = ("filter", "truncate")
 
 
 @dataclasses.dataclass

@@ -1,13 +1,18 @@
-"""Decoding: greedy and beam search over any step function, and translation."""
+"""Decoding: greedy and beam search over any step function, and translation.
 
-from keras_transformer import _extras
+Names load on first use; importing the package checks the `data` extra."""
 
-_extras.require("tensorflow", "data")
-_extras.require("tensorflow_text", "data")
+from keras_transformer import _lazy
 
-from keras_transformer.decoding.beam_search import beam_search
-from keras_transformer.decoding.evaluation import Scores, evaluate, score_translations
-from keras_transformer.decoding.greedy import greedy_search
-from keras_transformer.decoding.translator import Translator
-
-__all__ = ["Scores", "Translator", "beam_search", "evaluate", "greedy_search", "score_translations"]
+__getattr__, __dir__, __all__ = _lazy.attach(
+    globals(),
+    {
+        "Scores": "evaluation",
+        "Translator": "translator",
+        "beam_search": "beam_search",
+        "evaluate": "evaluation",
+        "greedy_search": "greedy",
+        "score_translations": "evaluation",
+    },
+    requires=(("tensorflow", "data"), ("tensorflow_text", "data")),
+)

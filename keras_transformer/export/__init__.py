@@ -1,31 +1,23 @@
-"""Export: the servable SavedModel, its signatures and servability checks."""
+"""Export: the servable SavedModel, its signatures and servability checks.
 
-from keras_transformer import _extras
+Names load on first use; importing the package checks the `serving` extra."""
 
-_extras.require("tensorflow", "serving")
-_extras.require("tensorflow_text", "serving")
+from keras_transformer import _lazy
 
-from keras_transformer.export.servability import NotServableError, check_servable
-from keras_transformer.export.servable import (
-    SIGNATURE_INPUTS,
-    SIGNATURES,
-    export_run,
-    export_translator,
-    export_version,
-    versions,
+__getattr__, __dir__, __all__ = _lazy.attach(
+    globals(),
+    {
+        "NotServableError": "servability",
+        "SIGNATURE_INPUTS": "signatures",
+        "SIGNATURES": "signatures",
+        "SessionModel": "session_model",
+        "SignatureError": "session_model",
+        "SignatureNotFound": "session_model",
+        "check_servable": "servability",
+        "export_run": "servable",
+        "export_translator": "servable",
+        "export_version": "servable",
+        "versions": "servable",
+    },
+    requires=(("tensorflow", "serving"), ("tensorflow_text", "serving")),
 )
-from keras_transformer.export.session_model import SessionModel, SignatureError, SignatureNotFound
-
-__all__ = [
-    "NotServableError",
-    "SIGNATURE_INPUTS",
-    "SIGNATURES",
-    "SessionModel",
-    "SignatureError",
-    "SignatureNotFound",
-    "check_servable",
-    "export_run",
-    "export_translator",
-    "export_version",
-    "versions",
-]

@@ -10,18 +10,8 @@ import tensorflow as tf
 from keras_transformer._version_folders import version_folders
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.export.servability import check_servable
+from keras_transformer.export.signatures import SIGNATURE_INPUTS, SIGNATURES
 from keras_transformer.export.warmup import write_warmup_requests
-
-SIGNATURES = (
-    "serving_default",
-    "translate_nbest",
-    "translate_greedy",
-    "attention",
-    "translate_sample",
-    "score",
-)
-# The string inputs of each signature (all `[batch]`).
-SIGNATURE_INPUTS = {name: ("text",) for name in SIGNATURES} | {"score": ("text", "translation")}
 
 
 def export_translator(

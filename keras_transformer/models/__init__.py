@@ -1,15 +1,17 @@
-"""Models composed from `keras_transformer.layers`."""
+"""Models composed from `keras_transformer.layers`.
 
-from keras_transformer.models.diagnostics import (
-    cross_attention_entropy,
-    encoder_position_similarity,
+Names load on first use (`keras_transformer`'s docstring says when the
+serializable classes are registered).
+"""
+
+from keras_transformer import _lazy
+
+__getattr__, __dir__, __all__ = _lazy.attach(
+    globals(),
+    {
+        "PRESETS": "presets",
+        "Transformer": "transformer",
+        "cross_attention_entropy": "diagnostics",
+        "encoder_position_similarity": "diagnostics",
+    },
 )
-from keras_transformer.models.presets import PRESETS
-from keras_transformer.models.transformer import Transformer
-
-__all__ = [
-    "PRESETS",
-    "Transformer",
-    "cross_attention_entropy",
-    "encoder_position_similarity",
-]

@@ -7,8 +7,8 @@ batching configs, docker-compose) are in the repository's `serving/` folder.
 
 from keras_transformer import _extras
 
-_extras.require("grpc", "serving")
-_extras.require("tensorflow_serving", "serving")
+_extras.check("grpc", "serving")
+_extras.check("tensorflow_serving", "serving")
 
 
 def __getattr__(name):

@@ -1,32 +1,22 @@
-"""Training: schedules, losses, metrics, callbacks, strategies and the fit loop."""
+"""Training: schedules, losses, metrics, callbacks, strategies and the fit loop.
 
-from keras_transformer import _extras
+Names load on first use; importing the package checks the `data` extra."""
 
-_extras.require("tensorflow", "data")
-_extras.require("tensorflow_text", "data")
+from keras_transformer import _lazy
 
-from keras_transformer.losses import MaskedSparseCategoricalCrossentropy
-from keras_transformer.metrics import MaskedAccuracy
-from keras_transformer.schedules import WarmupSchedule
-from keras_transformer.training.averaging import average_checkpoints, average_weights
-from keras_transformer.training.config import TrainConfig
-from keras_transformer.training.epoch_weights import EpochWeights
-from keras_transformer.training.run_directory import RunDirectory, load_run
-from keras_transformer.training.time_limit import TimeLimit
-from keras_transformer.training.trainer import build_model, set_precision, train
-
-__all__ = [
-    "EpochWeights",
-    "MaskedAccuracy",
-    "MaskedSparseCategoricalCrossentropy",
-    "RunDirectory",
-    "TimeLimit",
-    "TrainConfig",
-    "WarmupSchedule",
-    "average_checkpoints",
-    "average_weights",
-    "build_model",
-    "load_run",
-    "set_precision",
-    "train",
-]
+__getattr__, __dir__, __all__ = _lazy.attach(
+    globals(),
+    {
+        "EpochWeights": "epoch_weights",
+        "RunDirectory": "run_directory",
+        "TimeLimit": "time_limit",
+        "TrainConfig": "config",
+        "average_checkpoints": "averaging",
+        "average_weights": "averaging",
+        "build_model": "trainer",
+        "load_run": "run_directory",
+        "set_precision": "trainer",
+        "train": "trainer",
+    },
+    requires=(("tensorflow", "data"), ("tensorflow_text", "data")),
+)

@@ -6,7 +6,7 @@ import os
 
 from keras_transformer._extras import require
 from keras_transformer._validation import check_positive_int, check_positive_number
-from keras_transformer.data.pipeline import LENGTH_POLICIES
+from keras_transformer.buckets import LENGTH_POLICIES
 from keras_transformer.models.presets import PRESETS
 
 STRATEGIES = ("auto", "mirrored", "multi_worker")

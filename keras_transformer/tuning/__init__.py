@@ -1,12 +1,16 @@
-"""keras-tuner integration: the search space, BLEU objective and the search driver."""
+"""keras-tuner integration: the search space, BLEU objective and the search driver.
 
-from keras_transformer import _extras
+Names load on first use; importing the package checks the `tuning` extra."""
 
-_extras.require("keras_tuner", "tuning")
-_extras.require("tensorflow", "tuning")
+from keras_transformer import _lazy
 
-from keras_transformer.tuning.bleu_callback import BleuCallback
-from keras_transformer.tuning.config import TuneConfig
-from keras_transformer.tuning.hypermodel import DEFAULT_SPACE, TransformerHyperModel
-
-__all__ = ["BleuCallback", "DEFAULT_SPACE", "TransformerHyperModel", "TuneConfig"]
+__getattr__, __dir__, __all__ = _lazy.attach(
+    globals(),
+    {
+        "BleuCallback": "bleu_callback",
+        "DEFAULT_SPACE": "space",
+        "TransformerHyperModel": "hypermodel",
+        "TuneConfig": "config",
+    },
+    requires=(("keras_tuner", "tuning"), ("tensorflow", "tuning")),
+)

@@ -3,7 +3,7 @@
 import dataclasses
 
 from keras_transformer._validation import check_positive_int
-from keras_transformer.tuning.hypermodel import DEFAULT_SPACE
+from keras_transformer.tuning.space import DEFAULT_SPACE
 
 TUNERS = ("random", "hyperband", "bayesian")
 # Objectives and whether larger is better.

@@ -4,25 +4,7 @@ import keras_tuner
 
 from keras_transformer.models.transformer import Transformer
 from keras_transformer.training.recipe import compile_for_training
-
-DEFAULT_SPACE = {
-    "num_layers": [1, 2, 3, 4, 6],
-    "d_model": [128, 256, 512],
-    "num_heads": [1, 2, 4, 8],
-    "dff": [256, 512, 1024, 2048],
-    "dropout_rate": [0.0, 0.1, 0.2, 0.3],
-    "norm_first": [False, True],
-    "warmup_steps": [500, 1000, 2000, 4000],
-    "label_smoothing": [0.0, 0.1, 0.2],
-    "batch_tokens": [1024, 2048, 4096],
-    "batch_size": [16, 32, 64],
-}
-# Dimensions of `fit`, not of the model: token budgets for datasets,
-# sentences for arrays.
-_BATCH_DIMENSIONS = ("batch_tokens", "batch_size")
-# The dimensions that are `Transformer` arguments (the rest are the
-# recipe's or `fit`'s); `search.train_best` passes the same ones on.
-MODEL_DIMENSIONS = ("num_layers", "d_model", "num_heads", "dff", "dropout_rate", "norm_first")
+from keras_transformer.tuning.space import BATCH_DIMENSIONS, DEFAULT_SPACE, MODEL_DIMENSIONS
 
 
 class TransformerHyperModel(keras_tuner.HyperModel):
@@ -103,7 +85,7 @@ class TransformerHyperModel(keras_tuner.HyperModel):
 
     def build(self, hp):
         config = {
-            name: self._choice(hp, name) for name in DEFAULT_SPACE if name not in _BATCH_DIMENSIONS
+            name: self._choice(hp, name) for name in DEFAULT_SPACE if name not in BATCH_DIMENSIONS
         }
         if config["d_model"] % config["num_heads"]:
             raise ValueError(

@@ -1,0 +1,42 @@
+"""Packages whose public names load on first use (PEP 562).
+
+A sub-package lists its names and the modules that define them; `import
+keras_transformer.training` then costs nothing, and `from
+keras_transformer.training import train` loads the trainer alone. The
+optional stacks a package needs are checked when it is imported, by
+looking them up without importing them, so a missing one is still an
+error that names the install command at once.
+"""
+
+import importlib
+
+
+def attach(package_globals, names, requires=()):
+    """Makes the package whose globals are `package_globals` lazy.
+
+    Args:
+        package_globals: the package's `globals()`.
+        names: `{public name: module}`, the module relative to the package.
+        requires: `(module, extra)` pairs that must be installed.
+
+    Returns:
+        `(__getattr__, __dir__, __all__)` for the package to bind.
+    """
+    from keras_transformer import _extras
+
+    for module, extra in requires:
+        _extras.check(module, extra)
+    package = package_globals["__name__"]
+
+    def __getattr__(name):
+        module = names.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        package_globals[name] = value  # later lookups find it directly
+        return value
+
+    def __dir__():
+        return sorted(set(package_globals) | set(names))
+
+    return __getattr__, __dir__, sorted(names)
