@@ -1,5 +1,6 @@
-"""Batching of concurrent requests, with large ones split into fair pieces."""
+"""Batching of concurrent requests, with large ones split to fill batches fairly."""
 
+import collections
 import logging
 import queue
 import threading
@@ -10,7 +11,6 @@ import numpy as np
 
 log = logging.getLogger("keras_transformer.serve")
 
-_NOTHING = object()
 # How often a waiting request asks whether its client is still there.
 _POLL_SECONDS = 0.05
 
@@ -27,23 +27,26 @@ class Batcher:
     """Runs the requests of one signature in batches of at most
     `max_batch_size` rows.
 
-    A request waits at most `timeout` seconds for company. A request larger
-    than `max_batch_size` runs as batch-sized pieces, one after the other,
-    each queued behind whatever arrived meanwhile: other requests are
-    interleaved with it instead of waiting for all of it (TF Serving's
-    large-batch splitting). With `split=False` such a request is refused.
+    A batch waits at most `timeout` seconds for company. Requests are taken
+    in arrival order, small ones whole. A request larger than the room left
+    in a batch is split, as TF Serving's large-batch splitting fills the
+    open batch with the first rows of a large task: its rows fill the room
+    the small requests leave, and what is left of it goes behind whatever
+    arrived meanwhile. Small requests thus never wait for all of a large
+    one, and a large one always advances: the oldest request waiting gets
+    at least a quarter of each batch. With `split=False` a request over
+    `max_batch_size` is refused.
 
     As in TF Serving, nothing is refused on a guess of how long it would
-    take: before each piece, and again when a batch is formed, the request
-    is asked whether its client is still there (`alive()`) and its deadline
-    has not passed (`time_left()`); one that fails either stops consuming
-    work. A run that raises fails the requests of its batch alone: the
-    batcher goes on with the next.
+    take: before each batch is formed, each request is asked whether its
+    client is still there (`alive()`) and its deadline has not passed
+    (`time_left()`); one that fails either stops consuming work. A run that
+    raises fails the requests of its batch alone: the batcher goes on.
 
     Args:
         run: `run(inputs) -> outputs`, dicts of arrays with rows first.
         max_batch_size: most rows in one run.
-        timeout: seconds a request waits for others to join its batch.
+        timeout: seconds a batch waits for others to join it.
         split: split large requests (else they are refused).
 
     Example:
@@ -59,7 +62,7 @@ class Batcher:
         self.max_batch_size = max_batch_size
         self.timeout = timeout
         self.split = split
-        self.queue = queue.Queue()
+        self.queue = queue.Queue()  # arrivals, moved to `pending` by the loop
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
@@ -82,93 +85,166 @@ class Batcher:
                 f"The request has {rows} rows, over the batch size of {self.max_batch_size}, "
                 "and large requests are not split (--no-split-large-requests)"
             )
-        request = _Request(alive, time_left)
-        if rows <= self.max_batch_size:
-            return self._piece(inputs, request)
-        pieces = []
-        for begin in range(0, rows, self.max_batch_size):
-            piece = {k: v[begin : begin + self.max_batch_size] for k, v in inputs.items()}
-            pieces.append(self._piece(piece, request))
-        return {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
-
-    def _piece(self, inputs, request):
-        request.check()
-        done = futures.Future()
-        self.queue.put((inputs, done, request))
-        # Waits in short steps, so that a client who leaves frees its
-        # server thread at once; the batch then skips its rows.
+        task = _Task(inputs, _Request(alive, time_left))
+        task.request.check()
+        self.queue.put(task)
+        # Waits in short steps, so that a client who leaves frees its server
+        # thread at once; the loop then drops the rest of its rows.
         while True:
             try:
-                return done.result(timeout=_POLL_SECONDS)
+                return task.done.result(timeout=_POLL_SECONDS)
             except futures.TimeoutError:
-                if not done.running():
-                    try:
-                        request.check()
-                    except RequestCancelled:
-                        if done.cancel():  # not yet taken into a batch
-                            raise
-                if not self.thread.is_alive() and not done.done():
+                try:
+                    task.request.check()
+                except RequestCancelled as error:
+                    task.gone = error
+                    raise
+                if not self.thread.is_alive() and not task.done.done():
                     raise RuntimeError("The batcher has stopped") from None
 
     def stop(self):
         self.queue.put(None)
 
     def _loop(self):
-        carried = _NOTHING  # what did not fit the previous batch
+        pending = collections.deque()  # tasks with rows still to run, oldest first
         while True:
-            item = self.queue.get() if carried is _NOTHING else carried
-            carried = _NOTHING
-            if item is None:
-                return
-            batch = [item]
-            rows = _rows(item[0])
+            if not pending:
+                item = self.queue.get()
+                if item is None:
+                    return
+                pending.append(item)
+            # Takes in what arrived meanwhile, then waits for company until
+            # the rows waiting fill a batch.
             deadline = time.monotonic() + self.timeout
-            while rows < self.max_batch_size:
+            stopping = False
+            while True:
+                full = sum(t.remaining for t in pending) >= self.max_batch_size
                 try:
-                    nxt = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                    if full:
+                        item = self.queue.get_nowait()
+                    else:
+                        item = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
-                if nxt is None or rows + _rows(nxt[0]) > self.max_batch_size:
-                    carried = nxt  # starts the next batch (or stops the loop)
+                if item is None:
+                    stopping = True
                     break
-                batch.append(nxt)
-                rows += _rows(nxt[0])
+                pending.append(item)
             try:
-                self._run(batch)
+                self._drop_gone(pending)
+                if pending:
+                    self._run(self._pack(pending), pending)
             except BaseException as error:  # the loop outlives any one batch
                 log.exception("A batch failed")
-                for _, done, _ in batch:
-                    if not done.done():
-                        done.set_exception(error)
-
-    def _run(self, batch):
-        live = []
-        for inputs, done, request in batch:
-            if not done.set_running_or_notify_cancel():
-                continue  # its client left while it was queued
-            try:
-                request.check()
-                live.append((inputs, done))
-            except RequestCancelled as error:
-                done.set_exception(error)
-        if not live:
-            return
-        try:
-            keys = live[0][0].keys()
-            if len(live) == 1 or any(inputs.keys() != keys for inputs, _ in live):
-                for inputs, done in live:
-                    done.set_result(self.run(inputs))
+                for task in pending:
+                    task.fail(error)
+                pending.clear()
+            if stopping:
+                for task in pending:
+                    task.fail(RuntimeError("The batcher has stopped"))
                 return
-            sizes = [_rows(inputs) for inputs, _ in live]
-            joined = {k: np.concatenate([inputs[k] for inputs, _ in live]) for k in keys}
-            outputs = self.run(joined)
-            offsets = np.cumsum([0] + sizes)
-            for i, (_, done) in enumerate(live):
-                done.set_result({k: v[offsets[i] : offsets[i + 1]] for k, v in outputs.items()})
+
+    @staticmethod
+    def _drop_gone(pending):
+        for task in list(pending):
+            try:
+                if task.gone is not None:
+                    raise task.gone
+                task.request.check()
+            except RequestCancelled as error:
+                task.fail(error)
+                pending.remove(task)
+
+    def _pack(self, pending):
+        """The rows of the next batch: `[(task, begin, end)]`.
+
+        The oldest task is guaranteed a quarter of the batch; then small
+        tasks go whole, in order, and large ones fill the room left.
+        """
+        room = self.max_batch_size
+        taken = {}
+        oldest = pending[0]
+        if oldest.remaining > room:
+            reserve = min(oldest.remaining, max(1, room // 4))
+            taken[oldest] = reserve
+            room -= reserve
+        for task in pending:  # small ones whole
+            if task not in taken and task.remaining <= room:
+                taken[task] = task.remaining
+                room -= task.remaining
+        for task in pending:  # large ones fill the rest
+            if room == 0:
+                break
+            extra = min(task.remaining - taken.get(task, 0), room)
+            if extra > 0:
+                taken[task] = taken.get(task, 0) + extra
+                room -= extra
+        pieces = []
+        for task in pending:
+            if task in taken:
+                begin = task.next
+                task.next += taken[task]
+                pieces.append((task, begin, task.next))
+        # Finished tasks leave; a split one goes behind the tasks that waited.
+        split = [task for task, _, end in pieces if end < task.rows]
+        for task, _, _ in pieces:
+            pending.remove(task)
+        pending.extend(split)
+        return pieces
+
+    def _run(self, pieces, pending):
+        inputs = [{k: v[begin:end] for k, v in task.inputs.items()} for task, begin, end in pieces]
+        keys = inputs[0].keys()
+        try:
+            if any(piece.keys() != keys for piece in inputs):
+                outputs = [self.run(piece) for piece in inputs]
+            else:
+                joined = {k: np.concatenate([piece[k] for piece in inputs]) for k in keys}
+                result = self.run(joined)
+                offsets = np.cumsum([0] + [end - begin for _, begin, end in pieces])
+                outputs = [
+                    {k: v[offsets[i] : offsets[i + 1]] for k, v in result.items()}
+                    for i in range(len(pieces))
+                ]
         except Exception as error:  # every request of this batch learns of it
-            for _, done in live:
-                if not done.done():
-                    done.set_exception(error)
+            for task, _, _ in pieces:
+                task.fail(error)
+                if task in pending:
+                    pending.remove(task)
+            return
+        for (task, _, end), output in zip(pieces, outputs):
+            task.parts.append(output)
+            if end == task.rows:
+                task.finish()
+
+
+class _Task:
+    """A request in the batcher: its rows, how far it got, its outputs."""
+
+    def __init__(self, inputs, request):
+        self.inputs = inputs
+        self.request = request
+        self.rows = _rows(inputs)
+        self.next = 0  # the first row not yet taken into a batch
+        self.parts = []  # outputs of the pieces run so far, in order
+        self.done = futures.Future()
+        self.gone = None  # set by the client's thread when it leaves
+
+    @property
+    def remaining(self):
+        return self.rows - self.next
+
+    def finish(self):
+        if len(self.parts) == 1:
+            self.done.set_result(self.parts[0])
+        else:
+            self.done.set_result(
+                {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
+            )
+
+    def fail(self, error):
+        if not self.done.done():
+            self.done.set_exception(error)
 
 
 class _Request:

@@ -52,9 +52,10 @@ class ServerOptions:
         max_batch_size: most sentences in one batched run.
         batch_timeout_micros: how long a request waits for others to batch
             with.
-        split_large_requests: run requests over max_batch_size as
-            batch-sized pieces interleaved with other requests; off
-            refuses them.
+        split_large_requests: split requests larger than the room left in a
+            batch: their rows fill what small requests leave, the rest
+            waits behind what arrived meanwhile; off refuses requests over
+            max_batch_size.
         drain_seconds: on SIGTERM or Ctrl-C, how long requests in flight
             may finish; the server exits at most a few seconds later,
             whatever is still running.

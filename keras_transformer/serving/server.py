@@ -17,9 +17,9 @@ semantics:
   and swapped in without failing a request; a version that fails to load
   is refused, logged, and the current one keeps serving;
 - concurrent requests to the same version and signature are batched into
-  one session run; a request larger than the batch runs as batch-sized
-  pieces interleaved with other requests, and stops when its client
-  cancels or its deadline passes;
+  one session run; a request larger than the room left in a batch fills
+  it and goes on in later batches beside other requests, and stops when
+  its client cancels or its deadline passes;
 - every request is checked against `RequestLimits` from the proto, before
   any tensor is made: rank, declared shape against the values present,
   rows, bytes per string and per request (`INVALID_ARGUMENT` naming the

@@ -143,3 +143,52 @@ def test_splitting_can_be_refused(batchers):
     batcher = batchers(max_batch_size=2, split=False)
     with pytest.raises(ValueError, match="--no-split-large-requests"):
         batcher.submit({"x": np.arange(3)})
+
+
+def test_a_large_request_fills_the_room_small_ones_leave(batchers):
+    batches = []
+    started = threading.Event()
+
+    def run(inputs):
+        batches.append(sorted(set(np.sign(inputs["x"]).tolist())))
+        started.set()
+        time.sleep(0.02)
+        return _double(inputs)
+
+    batcher = batchers(run, max_batch_size=8, timeout=0.01)
+    large = {}
+    thread = threading.Thread(target=lambda: large.update(batcher.submit({"x": -np.arange(1, 81)})))
+    thread.start()
+    started.wait(5)
+    small = batcher.submit({"x": np.array([5, 6])})
+    assert small["out"].tolist() == [10, 12]
+    assert thread.is_alive()  # the small request did not wait for all of the large one
+    thread.join()
+    np.testing.assert_array_equal(large["out"], -2 * np.arange(1, 81))
+    assert [-1, 1] in batches  # a batch held rows of both
+
+
+def test_small_requests_cannot_starve_a_large_one(batchers):
+    def run(inputs):
+        time.sleep(0.005)
+        return _double(inputs)
+
+    batcher = batchers(run, max_batch_size=4, timeout=0.0)
+    stop = threading.Event()
+
+    def flood():
+        while not stop.is_set():
+            batcher.submit({"x": np.ones(4)})
+
+    floods = [threading.Thread(target=flood) for _ in range(4)]
+    for thread in floods:
+        thread.start()
+    try:
+        start = time.monotonic()
+        out = batcher.submit({"x": np.arange(40)})
+        assert time.monotonic() - start < 10
+        np.testing.assert_array_equal(out["out"], 2 * np.arange(40))
+    finally:
+        stop.set()
+        for thread in floods:
+            thread.join()
