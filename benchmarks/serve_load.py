@@ -319,9 +319,12 @@ def _phase(server, sentences, clients, attackers, seconds):
 
 
 def _per_minute(samples):
+    """Means of RSS and threads over each whole minute of the phase."""
     minutes = {}
+    whole = int(samples[-1][0] // 60) if samples else 0
     for at, rss, threads in samples:
-        minutes.setdefault(int(at // 60), []).append((rss, threads))
+        if int(at // 60) < whole:  # the last, partial minute is the wind-down
+            minutes.setdefault(int(at // 60), []).append((rss, threads))
     return {m: (sum(r for r, _ in v) / len(v), sum(t for _, t in v) / len(v))
             for m, v in sorted(minutes.items())}  # fmt: skip
 

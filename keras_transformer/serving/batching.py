@@ -27,15 +27,16 @@ class Batcher:
     """Runs the requests of one signature in batches of at most
     `max_batch_size` rows.
 
-    A batch waits at most `timeout` seconds for company. Requests are taken
-    in arrival order, small ones whole. A request larger than the room left
-    in a batch is split, as TF Serving's large-batch splitting fills the
-    open batch with the first rows of a large task: its rows fill the room
-    the small requests leave, and what is left of it goes behind whatever
-    arrived meanwhile. Small requests thus never wait for all of a large
-    one, and a large one always advances: the oldest request waiting gets
-    at least a quarter of each batch. With `split=False` a request over
-    `max_batch_size` is refused.
+    A batch waits at most `timeout` seconds for company. Requests of at
+    most a batch are taken whole, in arrival order. A larger one is split,
+    as TF Serving's large-batch splitting fills the open batch with the
+    first rows of a large task: while small requests wait, large ones share
+    a quarter of each batch beside them, and when none wait they fill it;
+    what is left of a large request goes behind whatever arrived meanwhile.
+    Small requests thus never wait for all of a large one, nor share a
+    batch mostly made of it, and a large one always advances: the oldest
+    request waiting gets at least a quarter of each batch. With
+    `split=False` a request over `max_batch_size` is refused.
 
     As in TF Serving, nothing is refused on a guess of how long it would
     take: before each batch is formed, each request is asked whether its
@@ -158,27 +159,35 @@ class Batcher:
     def _pack(self, pending):
         """The rows of the next batch: `[(task, begin, end)]`.
 
-        The oldest task is guaranteed a quarter of the batch; then small
-        tasks go whole, in order, and large ones fill the room left.
+        Small requests (at most a batch) go whole, in arrival order. Large
+        ones share a quarter of the batch while small ones wait, and fill
+        it when none do; the oldest request waiting always gets a quarter.
         """
         room = self.max_batch_size
+        quarter = max(1, room // 4)
         taken = {}
         oldest = pending[0]
-        if oldest.remaining > room:
-            reserve = min(oldest.remaining, max(1, room // 4))
-            taken[oldest] = reserve
-            room -= reserve
+        if oldest.rows > room:
+            taken[oldest] = min(oldest.remaining, quarter)
+            room -= taken[oldest]
         for task in pending:  # small ones whole
-            if task not in taken and task.remaining <= room:
+            if task.rows <= self.max_batch_size and task.remaining <= room:
                 taken[task] = task.remaining
                 room -= task.remaining
-        for task in pending:  # large ones fill the rest
-            if room == 0:
+        small_waiting = any(t.rows <= self.max_batch_size for t in pending)
+        large_room = room
+        if small_waiting:
+            given = sum(n for t, n in taken.items() if t.rows > self.max_batch_size)
+            large_room = min(room, max(0, quarter - given))
+        for task in pending:  # large ones share what is left to them
+            if large_room == 0:
                 break
-            extra = min(task.remaining - taken.get(task, 0), room)
+            if task.rows <= self.max_batch_size:
+                continue
+            extra = min(task.remaining - taken.get(task, 0), large_room)
             if extra > 0:
                 taken[task] = taken.get(task, 0) + extra
-                room -= extra
+                large_room -= extra
         pieces = []
         for task in pending:
             if task in taken:
