@@ -18,7 +18,6 @@ their names on first use too.
 
 import sys
 
-
 __version__ = "0.1.0"
 
 _SUBMODULES = ("layers", "losses", "metrics", "models", "schedules")
