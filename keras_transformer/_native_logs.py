@@ -80,6 +80,11 @@ class _Bypass:
     def release(self):
         self._fd = None
 
+    def close(self):
+        # A handler that took this stream at import (absl's) closes it at
+        # logging.shutdown(): the real standard error must stay open.
+        self.flush()
+
     def __getattr__(self, name):
         return getattr(self._stream, name)
 

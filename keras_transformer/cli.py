@@ -3,6 +3,7 @@
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import sys
 import traceback
@@ -245,7 +246,14 @@ def _serve(args):
     from keras_transformer.serving.options import ServerOptions
     from keras_transformer.serving.server import serve_forever
 
-    serve_forever(ServerOptions.from_dict(_config_values(args, ServerOptions)))
+    if not serve_forever(ServerOptions.from_dict(_config_values(args, ServerOptions))):
+        return
+    # Drained and stopped: exit now. Work still stuck in TensorFlow on a
+    # daemon thread would abort the interpreter's own shutdown (SIGABRT).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _client(args):

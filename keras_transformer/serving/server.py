@@ -536,6 +536,11 @@ def serve_forever(options=None, **legacy):
 
     The older form, with the keyword arguments of 0.1.0
     (`model_base_path`, `model_name`, ...), still works.
+
+    Returns:
+        True, once it has served and stopped. A program should then exit
+        without waiting for threads (`os._exit`, as the command line does):
+        a request stuck in TensorFlow would abort the interpreter's shutdown.
     """
     if not isinstance(options, ServerOptions):
         warnings.warn(
@@ -572,6 +577,7 @@ def serve_forever(options=None, **legacy):
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         log.info("Stopped")
+    return True
 
 
 def _legacy_serve_options(model_base_path=None, model_name=None, host="127.0.0.1", port=8500,
