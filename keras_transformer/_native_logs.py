@@ -41,17 +41,8 @@ def keep(text, level):
     lines that follow it without such a prefix continue it. Lines before
     any record are always kept.
     """
-    kept, keeping = [], True
-    for line in text.splitlines(keepends=True):
-        if line.startswith(_NOT_INITIALIZED):
-            keeping = level <= 0
-        else:
-            record = _RECORD.match(line)
-            if record:
-                keeping = _SEVERITY[record.group(1)] >= level
-        if keeping:
-            kept.append(line)
-    return "".join(kept)
+    keeps = _LineFilter(level)
+    return "".join(line for line in text.splitlines(keepends=True) if keeps(line))
 
 
 class _Bypass:

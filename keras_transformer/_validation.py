@@ -11,3 +11,15 @@ def check_positive_number(name, value):
     """Raises a `ValueError` naming `name` unless `value` is an int or float > 0 (not a bool)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"`{name}` must be a positive number. Received: {name}={value!r}")
+
+
+def check_non_negative_int(name, value):
+    """Raises a `ValueError` naming `name` unless `value` is an int >= 0 (not a bool)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"`{name}` must be an integer >= 0. Received: {name}={value!r}")
+
+
+def check_non_negative_number(name, value):
+    """Raises a `ValueError` naming `name` unless `value` is an int or float >= 0 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")

@@ -474,21 +474,18 @@ def _set_up_process(argv):
     `keras_transformer` loads neither): the backend of `--backend` (or
     TensorFlow), and TensorFlow's log level. They also reach the processes
     a command starts (the servability check, the C++ loader, servers).
-
-    Returns:
-        The backend Keras will load, or None if Keras was loaded already
-        (`main` called from Python): `train` then says which it got.
+    When Keras is loaded already (`main` called from Python), its backend
+    stays; `train` then says which it got.
     """
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--backend")
     known, _ = pre.parse_known_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if "keras" in sys.modules:
-        return None
+        return
     if known.backend:
         os.environ["KERAS_BACKEND"] = known.backend
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    return os.environ["KERAS_BACKEND"]
 
 
 def _load_keras():

@@ -10,7 +10,12 @@ command line can describe itself without loading them.
 import dataclasses
 import os
 
-from keras_transformer._validation import check_positive_int, check_positive_number
+from keras_transformer._validation import (
+    check_non_negative_int,
+    check_non_negative_number,
+    check_positive_int,
+    check_positive_number,
+)
 from keras_transformer._version_folders import parse_version_folder
 
 VERSION_POLICIES = ("latest", "all")
@@ -111,16 +116,12 @@ class ServerOptions:
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))
         for name in ("port", "batch_timeout_micros"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"`{name}` must be an integer >= 0. Received: {name}={value!r}")
+            check_non_negative_int(name, getattr(self, name))
         check_positive_number(
             "model_config_file_poll_wait_seconds", self.model_config_file_poll_wait_seconds
         )
         for name in ("drain_seconds", "poll_seconds"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")
+            check_non_negative_number(name, getattr(self, name))
         if self.version_policy not in VERSION_POLICIES:
             raise ValueError(
                 f"`version_policy` must be one of {VERSION_POLICIES}. "

@@ -201,9 +201,7 @@ def make_handler(models, max_body_bytes):
             log.debug("REST %s", fmt % args)
 
         def _phase(self, phase):
-            mark = getattr(self.server, "mark", None)
-            if mark is not None:
-                mark(self.request, phase)
+            self.server.mark(self.request, phase)
 
         def _reply(self, code, body, content_type="application/json"):
             data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
@@ -352,13 +350,13 @@ def make_handler(models, max_body_bytes):
                 self.close_connection = True
                 return self._reply(400, {"error": str(error)})
             self._phase("working")
-            deadline = time.monotonic() + getattr(self.server, "timeout_seconds", 1e9)
+            deadline = time.monotonic() + self.server.timeout_seconds
 
             def time_left():
                 return deadline - time.monotonic()
 
             try:
-                with _Slot(getattr(self.server, "work", None), self._client_alive, time_left):
+                with _Slot(self.server.work, self._client_alive, time_left):
                     answer = self._predict(path, raw, time_left)
                 del raw
                 self._reply(200, answer)
@@ -396,8 +394,6 @@ class _Slot:
         self.semaphore, self.alive, self.time_left = semaphore, alive, time_left
 
     def __enter__(self):
-        if self.semaphore is None:
-            return self
         while not self.semaphore.acquire(timeout=0.05):
             if self.time_left() <= 0:
                 raise ServingError(
@@ -409,14 +405,13 @@ class _Slot:
         return self
 
     def __exit__(self, *exc):
-        if self.semaphore is not None:
-            self.semaphore.release()
+        self.semaphore.release()
 
 
+_TOO_MANY_BODY = json.dumps({"error": "Too many REST connections, retry"}).encode()
 _TOO_MANY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-    b"Connection: close\r\nContent-Length: 45\r\n\r\n"
-    b'{"error": "Too many REST connections, retry"}'
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_TOO_MANY_BODY), _TOO_MANY_BODY)
 )
 
 

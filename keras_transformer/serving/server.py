@@ -106,6 +106,11 @@ def request_limits(options):
     )
 
 
+async def _abort(context, error):
+    """Ends the call with the status of a `ServingError`."""
+    await context.abort(getattr(grpc.StatusCode, error.code), str(error))
+
+
 def _spec_version(spec):
     """`(version, label)` a `ModelSpec` asks for."""
     choice = spec.WhichOneof("version_choice")
@@ -162,7 +167,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
                 self.pool, self._predict, request, lambda: not gone.is_set(), time_left
             )
         except ServingError as error:
-            await context.abort(getattr(grpc.StatusCode, error.code), str(error))
+            await _abort(context, error)
         except Exception:  # a fault of ours: this request fails, the server serves on
             log.exception("Predict failed")
             await context.abort(
@@ -196,7 +201,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         try:
             number, signatures = self.models.metadata(spec.name, *_spec_version(spec))
         except ServingError as error:
-            await context.abort(getattr(grpc.StatusCode, error.code), str(error))
+            await _abort(context, error)
         response = get_model_metadata_pb2.GetModelMetadataResponse()
         response.model_spec.name = spec.name
         response.model_spec.version.value = number
@@ -218,7 +223,7 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
         try:
             statuses = self.models.status(spec.name, *_spec_version(spec))
         except ServingError as error:
-            await context.abort(getattr(grpc.StatusCode, error.code), str(error))
+            await _abort(context, error)
         response = get_model_status_pb2.GetModelStatusResponse()
         for number, state, error in statuses:
             status = response.model_version_status.add()
