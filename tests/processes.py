@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -51,3 +52,24 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start_serve(base, *flags, timeout=300):
+    """Starts `keras-transformer serve` for the model `translator` at the
+    base path `base` on a free port, with `flags`; returns `(process, port)`
+    once it printed READY. Stop it with `terminate` or `kill`."""
+    port = free_port()
+    server = start_python(
+        "-m", "keras_transformer.cli", "serve", "--model-base-path", base,
+        "--model-name", "translator", "--port", str(port), *flags,
+    )  # fmt: skip
+    deadline = time.monotonic() + timeout
+    seen = []
+    for line in server.stdout:
+        if line.startswith("READY"):
+            return server, port
+        seen.append(line)
+        if time.monotonic() > deadline:
+            break
+    server.kill()
+    raise AssertionError("keras-transformer serve did not start:\n" + "".join(seen[-30:]))

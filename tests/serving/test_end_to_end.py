@@ -6,7 +6,7 @@ import time
 import numpy as np
 
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
-from tests.processes import free_port, run_python, start_python
+from tests.processes import run_python, start_serve
 
 SENTENCES = ["The dog sleeps.", "A young woman reads the book because the children laugh."]
 
@@ -31,17 +31,8 @@ def test_train_export_serve_query_and_swap(trained_run, tmp_path):
     in_process = local.stdout.splitlines()
     assert len(in_process) == 2
 
-    port = free_port()
-    server = start_python(
-        "-m", "keras_transformer.cli", "serve", "--model-base-path", base,
-        "--model-name", "translator", "--port", str(port), "--poll-seconds", "0.5",
-    )  # fmt: skip
+    server, port = start_serve(base, "--poll-seconds", "0.5")
     try:
-        deadline = time.time() + 300
-        for line in server.stdout:
-            if line.startswith("READY"):
-                break
-            assert time.time() < deadline
         remote = _cli(
             "client", "--server", f"127.0.0.1:{port}", "--model", "translator", *SENTENCES
         )

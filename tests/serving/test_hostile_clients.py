@@ -15,7 +15,7 @@ from tensorflow_serving.apis import predict_pb2
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.server import start_server
-from tests.processes import free_port, run_python, start_python
+from tests.processes import run_python, start_serve
 
 LIMITS = RequestLimits(max_rows=400, max_string_bytes=200, max_request_bytes=20_000)
 BATCH = 8
@@ -187,16 +187,8 @@ def test_a_refused_version_is_retried_when_its_files_change(served, tmp_path):
 
 
 def test_sigterm_drains_requests_in_flight(served):
-    port = free_port()
-    server = start_python(
-        "-m", "keras_transformer.cli", "serve", "--model-base-path", served["base"],
-        "--model-name", "translator", "--port", str(port), "--poll-seconds", "0",
-        "--max-batch-size", "4",
-    )  # fmt: skip
+    server, port = start_serve(served["base"], "--poll-seconds", "0", "--max-batch-size", "4")
     try:
-        for line in server.stdout:
-            if line.startswith("READY"):
-                break
         result = {}
 
         def slow():
@@ -247,16 +239,9 @@ def test_memory_stays_flat_across_hot_swaps(served, tmp_path):
     psutil = pytest.importorskip("psutil")
     base = str(tmp_path / "translator")
     shutil.copytree(os.path.join(served["base"], "1"), os.path.join(base, "1"))
-    port = free_port()
-    server = start_python(
-        "-m", "keras_transformer.cli", "serve", "--model-base-path", base,
-        "--model-name", "translator", "--port", str(port), "--poll-seconds", "0.2",
-    )  # fmt: skip
+    server, port = start_serve(base, "--poll-seconds", "0.2")
     rss = []
     try:
-        for line in server.stdout:
-            if line.startswith("READY"):
-                break
         threading.Thread(target=lambda: [None for _ in server.stdout], daemon=True).start()
         process = psutil.Process(server.pid)
         with GrpcTranslationClient(f"127.0.0.1:{port}", "translator", timeout=120) as client:
@@ -349,16 +334,10 @@ def test_a_stuck_request_does_not_hold_the_stop(served):
 def test_sigterm_exits_within_the_drain_whatever_runs(served):
     from keras_transformer.serving.server import EXIT_GRACE_SECONDS
 
-    port = free_port()
-    server = start_python(
-        "-m", "keras_transformer.cli", "serve", "--model-base-path", served["base"],
-        "--model-name", "translator", "--port", str(port), "--poll-seconds", "0",
-        "--max-batch-size", "1", "--drain-seconds", "1",
-    )  # fmt: skip
+    server, port = start_serve(
+        served["base"], "--poll-seconds", "0", "--max-batch-size", "1", "--drain-seconds", "1"
+    )
     try:
-        for line in server.stdout:
-            if line.startswith("READY"):
-                break
         tensor = _tensor([400], [f"The old man {i} reads.".encode() for i in range(400)])
         clients = [
             threading.Thread(target=_answered,
