@@ -16,6 +16,7 @@ EXTRA_OF = {
     "tensorflow_serving": "serving",
     "keras_tuner": "tuning",
     "matplotlib": "plots",
+    "ctranslate2": "ctranslate2",
 }
 
 

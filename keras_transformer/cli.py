@@ -198,6 +198,24 @@ def _plot(args):
 
 
 def _export(args):
+    if args.format == "ctranslate2":
+        from keras_transformer.export.ctranslate2 import export_ctranslate2_run
+
+        ignored = [f for f, v in (("--jit-compile", args.jit_compile),) if v]
+        if ignored:
+            raise ValueError(f"{ignored[0]} applies to --format savedmodel only")
+        print(
+            export_ctranslate2_run(
+                args.run,
+                args.export_base,
+                version=args.version,
+                weights=args.weights,
+                quantization=args.quantization,
+            )
+        )
+        return
+    if args.quantization != "none":
+        raise ValueError("--quantization applies to --format ctranslate2 only")
     from keras_transformer.export import export_run
 
     path = export_run(
@@ -211,8 +229,21 @@ def _export(args):
         sampling_temperature=args.sampling_temperature,
         sampling_topk=args.sampling_topk,
         sampling_topp=args.sampling_topp,
+        jit_compile=args.jit_compile,
+        batch_sizes=args.batch_sizes,
+        lengths=args.lengths,
     )
     print(path)
+    if args.jit_compile:
+        from keras_transformer.export.compiled import read_export_info
+
+        info = read_export_info(path)
+        print(
+            f"compiled with XLA: {info['programs']} programs (batch sizes "
+            f"{info['batch_sizes']}, lengths {info['lengths']}), all run by the warmup "
+            f"records; TF Serving needs {info['tf_serving_flag']}",
+            file=sys.stderr,
+        )
 
 
 def _translate(args):
@@ -277,6 +308,17 @@ def _tune(args):
     from keras_transformer.tuning.search import run_search
 
     run_search(TuneConfig.from_dict(_config_values(args, TuneConfig)))
+
+
+def _int_list(text):
+    """`"1,8,32"` -> `[1, 8, 32]`, for argparse."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"expected positive ints separated by commas: {text!r}")
+    return values
 
 
 def _add_weights_flag(p):
@@ -390,6 +432,38 @@ def build_parser():
         default=1.0,
         help="translate_sample draws from the fewest most likely tokens whose "
         "probability reaches p (nucleus sampling); 1 for all (default: %(default)s)",
+    )
+    p.add_argument(
+        "--format",
+        choices=("savedmodel", "ctranslate2"),
+        default="savedmodel",
+        help="savedmodel: for TF Serving; ctranslate2: a CTranslate2 model directory with "
+        "its vocabularies, for CTranslate2's Translator (needs the [ctranslate2] extra) "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="compile the id-level work with XLA, in fixed shapes that the warmup "
+        "records all run; TF Serving then needs --xla_cpu_compilation_enabled=true",
+    )
+    p.add_argument(
+        "--batch-sizes",
+        type=_int_list,
+        help="with --jit-compile: the compiled batch sizes, as TF Serving's "
+        "allowed_batch_sizes (default: 1,8,32)",
+    )
+    p.add_argument(
+        "--lengths",
+        type=_int_list,
+        help="with --jit-compile: the compiled token lengths (default: 16,32,64,... up "
+        "to the longest input or translation)",
+    )
+    p.add_argument(
+        "--quantization",
+        choices=("none", "int8", "int8_float32", "int16", "float16", "bfloat16"),
+        default="none",
+        help="with --format ctranslate2: the weights' type (default: %(default)s)",
     )
     p.set_defaults(run_command=_export)
 

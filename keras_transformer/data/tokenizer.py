@@ -157,6 +157,11 @@ class SubwordTokenizer(tf.Module):
         keep = tf.logical_and(before_end, tf.logical_and(ids != PAD_ID, ids != START_ID))
         return self.tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
 
+    def pieces(self):
+        """The vocabulary: a list of str, piece `i` being id `i`."""
+        ids = tf.range(self.vocab_size)
+        return [p.decode("utf-8") for p in self.tokenizer.id_to_string(ids).numpy()]
+
     def id_to_piece(self, ids):
         """Ids -> their subword pieces (for attention plots)."""
         return self.tokenizer.id_to_string(ids)

@@ -89,8 +89,8 @@ def sample_search(
         end_id: the end token.
         temperature, top_k, top_p: see `filter_logits`.
         alpha: length-penalty exponent of the score.
-        seed: an int for draws that repeat (stateless); None draws anew
-            on every call.
+        seed: an int, or a scalar integer tensor, for draws that repeat
+            (stateless); None draws anew on every call.
 
     Returns:
         `(sequences [batch, 1, max_length] int32, scores [batch, 1]
@@ -113,8 +113,11 @@ def sample_search(
     temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
     if seed is not None:
         seed = _common.as_int(seed)
-        if not isinstance(seed, int):
-            raise ValueError(f"`seed` must be an int or None. Received: seed={seed!r}")
+        is_tensor = tf.is_tensor(seed) and seed.dtype.is_integer and seed.shape.rank == 0
+        if not (isinstance(seed, int) or is_tensor):
+            raise ValueError(
+                f"`seed` must be an int, a scalar integer tensor or None. Received: seed={seed!r}"
+            )
 
     def choose(step_log_probs, index):
         if top_k == 1:  # the argmax itself: ties broken as greedy_search does
@@ -124,7 +127,7 @@ def sample_search(
             drawn = tf.random.categorical(logits, 1, dtype=tf.int32)
         else:
             drawn = tf.random.stateless_categorical(
-                logits, 1, seed=tf.stack([tf.constant(seed), index]), dtype=tf.int32
+                logits, 1, seed=tf.stack([tf.cast(seed, tf.int32), index]), dtype=tf.int32
             )
         return drawn[:, 0]
 

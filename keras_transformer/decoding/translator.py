@@ -1,5 +1,7 @@
 """Strings in, translations out: tokenizers, model and search in one module."""
 
+import functools
+
 import tensorflow as tf
 
 from keras_transformer._validation import check_positive_int
@@ -7,7 +9,19 @@ from keras_transformer.data.tokenizer import END_ID, START_ID
 from keras_transformer.decoding import _common
 from keras_transformer.decoding.beam_search import beam_search
 from keras_transformer.decoding.greedy import greedy_search
+from keras_transformer.decoding.lean_step import LeanStep
 from keras_transformer.decoding.sampling import check_sampling, sample_search
+
+DEFAULT_BATCH_SIZES = (1, 8, 32)
+DEFAULT_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def _sizes(name, values):
+    """Sorted distinct positive ints, or a clear error."""
+    values = sorted({_common.as_int(v) for v in values})
+    for value in values:
+        check_positive_int(name, value)
+    return values
 
 
 class Translator(tf.Module):
@@ -28,6 +42,19 @@ class Translator(tf.Module):
         sampling_temperature, sampling_topk, sampling_topp: the
             distribution `translate_sample` draws from (see
             `sampling.filter_logits`; defaults: the model's own, unfiltered).
+        jit_compile: run the id-level work (encoder, search loops, the
+            scoring pass) compiled with XLA, over `LeanStep`. Inputs are then
+            run in fixed shapes: rows in chunks of at most the largest of
+            `batch_sizes`, each chunk padded (with copies of its last row)
+            to the smallest batch size that holds it, and token sequences
+            padded to the smallest of `lengths` that holds them; outputs are
+            cut back. XLA compiles one program per shape, so the programs
+            are few and known (`compiled_shapes`).
+        batch_sizes: the batch sizes of the compiled programs (as TF
+            Serving's `allowed_batch_sizes`; default `(1, 8, 32)`).
+        lengths: the token lengths of the compiled programs (default
+            `(16, 32, 64, ...)` up to the longest input or translation);
+            the longest is always included.
 
     Example:
 
@@ -49,6 +76,9 @@ class Translator(tf.Module):
         sampling_temperature=1.0,
         sampling_topk=0,
         sampling_topp=1.0,
+        jit_compile=False,
+        batch_sizes=None,
+        lengths=None,
         name=None,
     ):
         super().__init__(name=name)
@@ -65,6 +95,12 @@ class Translator(tf.Module):
         self.sampling_temperature, self.sampling_topk, self.sampling_topp = check_sampling(
             sampling_temperature, sampling_topk, sampling_topp
         )
+        self.jit_compile = bool(jit_compile)
+        longest = max(self.max_input_length, self.max_output_length)
+        self.batch_sizes = _sizes("batch_sizes", batch_sizes or DEFAULT_BATCH_SIZES)
+        lengths = lengths or [n for n in DEFAULT_LENGTHS if n < longest]
+        self.lengths = _sizes("lengths", [n for n in lengths if n < longest] + [longest])
+        self._compiled = {}
 
     def encode_text(self, text):
         """`[batch]` strings -> padded source ids `[batch, length]`."""
@@ -74,26 +110,112 @@ class Translator(tf.Module):
         ids = tf.concat([ids, end], axis=1)
         return ids.to_tensor(default_value=0)  # [batch, source_length]
 
-    @tf.autograph.experimental.do_not_convert
+    @property
+    def compiled_shapes(self):
+        """The input shapes `(batch, length)` of the compiled programs: each
+        compiled search and the scoring pass run once per shape."""
+        return [(b, n) for b in self.batch_sizes for n in self.lengths]
+
     def _search(self, context, beam_size, sample=False, seed=None):
+        if not self.jit_compile:
+            return self._search_ids(context, beam_size, sample, seed)
+        key = ("sample", None) if sample else ("search", beam_size)
+        if key not in self._compiled:
+            if sample:
+                fn = functools.partial(self._search_ids, beam_size=1, sample=True, lean=True)
+            else:
+                fn = functools.partial(self._search_ids, beam_size=beam_size, lean=True)
+            self._compiled[key] = tf.function(fn, jit_compile=True, autograph=False)
+        fn = self._compiled[key]
+        if sample:
+            # A seed per request, drawn outside the compiled program; inside,
+            # draws are stateless, as XLA wants them.
+            if seed is None:
+                seed = tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int32)
+            seed = tf.cast(seed, tf.int32)
+            search = lambda rows: fn(rows, seed=seed)  # noqa: E731
+        else:
+            search = fn
+        context = self._pad_length(context, tf.shape(context)[1])
+        beams = 1 if sample else beam_size
+        return self._in_chunks(
+            search,
+            [context],
+            [([beams, self.max_output_length], tf.int32), ([beams], tf.float32)],
+        )
+
+    def _bucket(self, length):
+        """The smallest compiled length that holds `length` tokens."""
+        lengths = tf.constant(self.lengths)
+        return lengths[tf.minimum(tf.searchsorted(lengths, [length])[0], len(self.lengths) - 1)]
+
+    def _pad_length(self, ids, length):
+        """`ids [batch, n]` padded with 0 to the compiled length of `length`."""
+        return tf.pad(ids, [[0, 0], [0, self._bucket(length) - tf.shape(ids)[1]]])
+
+    def _in_chunks(self, fn, tensors, outputs):
+        """`fn` over the rows of `tensors` (each `[rows, ...]`), in chunks of
+        at most the largest compiled batch size, each padded to the smallest
+        compiled batch size that holds it; returns the outputs (`outputs`:
+        their inner shapes and dtypes) of the real rows, concatenated."""
+        rows = tf.shape(tensors[0])[0]
+        largest = self.batch_sizes[-1]
+        sizes = tf.constant(self.batch_sizes)
+        chunks = (rows + largest - 1) // largest
+        # An empty first element: a request of no rows concatenates to empty
+        # outputs, and runs nothing.
+        arrays = tuple(
+            tf.TensorArray(
+                dtype, size=chunks + 1, element_shape=[None, *shape], infer_shape=False
+            ).write(0, tf.zeros([0, *shape], dtype))
+            for shape, dtype in outputs
+        )
+
+        def body(i, arrays):
+            begin = i * largest
+            real = tf.minimum(largest, rows - begin)
+            size = sizes[tf.searchsorted(sizes, [real])[0]]
+            # Padding rows copy the chunk's last row: they end when it does,
+            # and a search runs no step for them alone.
+            index = begin + tf.minimum(tf.range(size), real - 1)
+            results = fn(*[tf.gather(t, index) for t in tensors])
+            results = results if isinstance(results, (tuple, list)) else (results,)
+            return i + 1, tuple(a.write(i + 1, r[:real]) for a, r in zip(arrays, results))
+
+        _, arrays = tf.while_loop(lambda i, _: i < chunks, body, (0, arrays))
+        results = tuple(a.concat() for a in arrays)
+        for result, (shape, _) in zip(results, outputs):
+            result.set_shape([None, *shape])
+        return results
+
+    @tf.autograph.experimental.do_not_convert
+    def _search_ids(self, context, beam_size, sample=False, seed=None, lean=False):
         batch = tf.shape(context)[0]
-        state = self.model.init_decoding_state(context, self.max_output_length)
-        # The encoder's keys, values and mask are the same for every beam of
-        # a row and never change: the step closes over them (tiled once)
-        # instead of the search carrying and reordering them at every step.
-        constant = {key: value for key, value in state.items() if key != "cache"}
-        # Per-layer caches: the decoder then neither slices nor restacks the
-        # whole cache at every step.
-        constant["cross_cache"] = tuple(tf.unstack(constant["cross_cache"], axis=1))
-        cache = tuple(tf.unstack(state["cache"], axis=1))
+        if lean:
+            lean_step = LeanStep(self.model)
+            constant, state = lean_step.initial_state(context, self.max_output_length)
+        else:
+            state = self.model.init_decoding_state(context, self.max_output_length)
+            # The encoder's keys, values and mask are the same for every beam
+            # of a row and never change: the step closes over them (tiled
+            # once) instead of the search carrying and reordering them.
+            constant = {key: value for key, value in state.items() if key != "cache"}
+            # Per-layer caches: the decoder then neither slices nor restacks
+            # the whole cache at every step.
+            constant["cross_cache"] = tuple(tf.unstack(constant["cross_cache"], axis=1))
+            state = {"cache": tuple(tf.unstack(state["cache"], axis=1))}
         if beam_size > 1:
             constant = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), constant)
 
-        def step(ids, index, loop_state):
-            logits, new_state = self.model.decode_step(
-                ids, index, {**constant, "cache": loop_state["cache"]}
-            )
-            return logits, {"cache": new_state["cache"]}
+        if lean:
+            step = lean_step.step_fn(constant)
+        else:
+
+            def step(ids, index, loop_state):
+                logits, new_state = self.model.decode_step(
+                    ids, index, {**constant, "cache": loop_state["cache"]}
+                )
+                return logits, {"cache": new_state["cache"]}
 
         start = tf.fill([batch], START_ID)
         options = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)
@@ -101,7 +223,7 @@ class Translator(tf.Module):
             return sample_search(
                 step,
                 start,
-                {"cache": cache},
+                state,
                 temperature=self.sampling_temperature,
                 top_k=self.sampling_topk,
                 top_p=self.sampling_topp,
@@ -109,8 +231,8 @@ class Translator(tf.Module):
                 **options,
             )
         if beam_size == 1:
-            return greedy_search(step, start, {"cache": cache}, **options)
-        return beam_search(step, start, {"cache": cache}, beam_size=beam_size, **options)
+            return greedy_search(step, start, state, **options)
+        return beam_search(step, start, state, beam_size=beam_size, **options)
 
     def _detokenize(self, sequences):
         """`[batch, beams, length]` ids -> `[batch, beams]` strings."""
@@ -215,12 +337,31 @@ class Translator(tf.Module):
         inputs = tf.concat([tf.fill([rows, 1], START_ID), ids], axis=1).to_tensor(0)
         lengths = tf.cast(labels.row_lengths(), tf.int32)
         labels = labels.to_tensor(0)
+        if not self.jit_compile:
+            log_prob = self._log_prob(context, inputs, labels, lengths)
+            return {"log_prob": log_prob, "length": lengths}
+        if "score" not in self._compiled:
+            self._compiled["score"] = tf.function(self._log_prob, jit_compile=True)
+        # Source and translation share one compiled length: the programs
+        # stay one per (batch, length).
+        length = self._bucket(tf.maximum(tf.shape(context)[1], tf.shape(labels)[1]))
+        padded = [
+            tf.pad(t, [[0, 0], [0, length - tf.shape(t)[1]]]) for t in (context, inputs, labels)
+        ]
+        (log_prob,) = self._in_chunks(
+            self._compiled["score"], [*padded, lengths], [([], tf.float32)]
+        )
+        return {"log_prob": log_prob, "length": lengths}
+
+    def _log_prob(self, context, inputs, labels, lengths):
+        """Teacher-forced log-probability of the first `lengths [batch]`
+        tokens of `labels [batch, length]`, given the decoder `inputs` of
+        the same shape."""
         logits = self.model((context, inputs), training=False)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         token_log_probs = tf.gather(log_probs, labels, batch_dims=2)  # [batch, length]
         real = tf.sequence_mask(lengths, tf.shape(labels)[1])
-        log_prob = tf.reduce_sum(tf.where(real, token_log_probs, 0.0), axis=-1)
-        return {"log_prob": log_prob, "length": lengths}
+        return tf.reduce_sum(tf.where(real, token_log_probs, 0.0), axis=-1)
 
     def translate_batches(self, sentences, batch_size=64, beam_size=None):
         """Translates a Python list of str in batches; returns a list of str."""

@@ -14,6 +14,8 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "SignatureError": "session_model",
         "SignatureNotFound": "session_model",
         "check_servable": "servability",
+        "export_ctranslate2": "ctranslate2",
+        "export_ctranslate2_run": "ctranslate2",
         "export_run": "servable",
         "export_translator": "servable",
         "export_version": "servable",

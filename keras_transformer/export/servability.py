@@ -7,6 +7,8 @@ import sys
 
 from tensorflow.core.protobuf import saved_model_pb2
 
+from keras_transformer.export.compiled import XLA_FLAG, read_export_info
+
 _LIST_UNKNOWN_OPS = """
 import json, sys
 import tensorflow as tf
@@ -47,22 +49,29 @@ def check_servable(export_dir):
     TF Serving has TensorFlow's core ops plus the TensorFlow Text ops; the
     check lists the graph's ops and looks each up in a fresh process that
     loads only `tensorflow` and `tensorflow_text`. It also refuses functions
-    compiled with XLA, which TF Serving disables by default.
+    compiled with XLA and XLA's own ops, which TF Serving runs only when
+    started with `--xla_cpu_compilation_enabled=true`, unless the export
+    says it was built for that (`export_translator(jit_compile=True)`
+    writes `assets.extra/keras_transformer.json`); there, XLA is allowed
+    and only ops TF Serving lacks are refused.
 
     Returns:
         The sorted list of op types in the graph.
     """
     ops, xla_functions = graph_ops(export_dir)
-    xla_ops = sorted(op for op in ops if op.startswith("Xla") or op.startswith("_Xla"))
-    if xla_ops:
-        raise NotServableError(
-            f"{export_dir} uses XLA-only ops, which TF Serving runs without XLA: {xla_ops}"
-        )
-    if xla_functions:
-        raise NotServableError(
-            f"{export_dir} has functions compiled with XLA (jit_compile), which TF "
-            f"Serving runs without XLA: {sorted(xla_functions)[:10]}"
-        )
+    if not read_export_info(export_dir).get("jit_compile"):
+        xla_ops = sorted(op for op in ops if op.startswith("Xla") or op.startswith("_Xla"))
+        if xla_ops:
+            raise NotServableError(
+                f"{export_dir} uses XLA-only ops, which TF Serving runs without XLA: "
+                f"{xla_ops}; export with --jit-compile (served with {XLA_FLAG})"
+            )
+        if xla_functions:
+            raise NotServableError(
+                f"{export_dir} has functions compiled with XLA (jit_compile), which TF "
+                f"Serving runs without XLA: {sorted(xla_functions)[:10]}; export with "
+                f"--jit-compile (served with {XLA_FLAG})"
+            )
     result = subprocess.run(
         [sys.executable, "-c", _LIST_UNKNOWN_OPS],
         input=json.dumps(sorted(ops)),

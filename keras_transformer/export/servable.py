@@ -9,9 +9,14 @@ import tensorflow as tf
 
 from keras_transformer._version_folders import version_folders
 from keras_transformer.decoding.translator import Translator
+from keras_transformer.export.compiled import (
+    compiled_info,
+    compiled_shape_requests,
+    write_export_info,
+)
 from keras_transformer.export.servability import check_servable
 from keras_transformer.export.signatures import SIGNATURE_INPUTS, SIGNATURES
-from keras_transformer.export.warmup import write_warmup_requests
+from keras_transformer.export.warmup import warmup_requests, write_warmup_requests
 
 
 def export_translator(
@@ -29,6 +34,9 @@ def export_translator(
     sampling_topp=1.0,
     check=True,
     warmup=True,
+    jit_compile=False,
+    batch_sizes=None,
+    lengths=None,
 ):
     """Writes a SavedModel that TF Serving runs, with the tokenizers inside.
 
@@ -54,8 +62,18 @@ def export_translator(
 
     Inputs longer than `max_input_length` tokens are truncated; an empty
     string translates to an empty string; invalid UTF-8 bytes are replaced
-    by U+FFFD before tokenization. Built with `keras.export.ExportArchive`;
-    no function is compiled with XLA.
+    by U+FFFD before tokenization. Built with `keras.export.ExportArchive`.
+
+    By default no function is compiled with XLA, and any TF Serving runs
+    the export. With `jit_compile=True` the id-level work of every
+    signature (the encoder, the search loops over `LeanStep`, the scoring
+    pass) is compiled with XLA, and tokenization stays outside; requests
+    run padded to `batch_sizes` x `lengths` and cut back (see
+    `Translator`), so the export holds one compiled program per shape and
+    search, all of which its warmup records run. TF Serving then needs
+    `--xla_cpu_compilation_enabled=true` (without it, it answers "XLA
+    compilation disabled"); `assets.extra/keras_transformer.json` records
+    this and the shapes.
 
     Args:
         model: a trained `Transformer`.
@@ -71,14 +89,22 @@ def export_translator(
         check: run `check_servable` on the result.
         warmup: write TF Serving's warmup records
             (`assets.extra/tf_serving_warmup_requests`: batches of 1 and 8
-            for every signature), which TF Serving and `keras-transformer
+            for every signature; with `jit_compile`, a request of every
+            compiled shape too), which TF Serving and `keras-transformer
             serve` replay before the version serves its first request.
+        jit_compile: compile the id-level work with XLA (see above).
+        batch_sizes: with `jit_compile`, the compiled batch sizes (default
+            `(1, 8, 32)`); as TF Serving's `allowed_batch_sizes`.
+        lengths: with `jit_compile`, the compiled token lengths (default
+            16, 32, 64, ... up to the longest input or translation).
 
     Returns:
         `export_dir`.
     """
     if os.path.exists(export_dir):
         raise FileExistsError(f"{export_dir} exists; a version is never overwritten")
+    if not jit_compile and (batch_sizes or lengths):
+        raise ValueError("`batch_sizes` and `lengths` are the shapes of `jit_compile=True` only")
     translator = Translator(
         model,
         source_tokenizer,
@@ -90,6 +116,9 @@ def export_translator(
         sampling_temperature=sampling_temperature,
         sampling_topk=sampling_topk,
         sampling_topp=sampling_topp,
+        jit_compile=jit_compile,
+        batch_sizes=batch_sizes,
+        lengths=lengths,
     )
 
     def clean(text):
@@ -133,8 +162,13 @@ def export_translator(
         spec = [tf.TensorSpec([None], tf.string, name=n) for n in SIGNATURE_INPUTS[name]]
         archive.add_endpoint(name, fn, input_signature=spec)
     archive.write_out(export_dir, verbose=False)
+    if jit_compile:
+        write_export_info(export_dir, compiled_info(translator))
     if warmup:
-        write_warmup_requests(export_dir, SIGNATURE_INPUTS)
+        requests = warmup_requests(SIGNATURE_INPUTS)
+        if jit_compile:
+            requests += compiled_shape_requests(translator, SIGNATURE_INPUTS)
+        write_warmup_requests(export_dir, requests)
     if check:
         check_servable(export_dir)
     return export_dir

@@ -25,11 +25,26 @@ DEFAULT_SENTENCES = (
 )
 
 
-def write_warmup_requests(export_dir, signatures, sentences=DEFAULT_SENTENCES, batch_sizes=(1, 8)):
-    """Writes the warmup file of `export_dir`.
+def predict_request(signature, inputs):
+    """A `PredictRequest` of `signature` with string inputs.
 
     Args:
-        export_dir: a written SavedModel.
+        signature: the signature name.
+        inputs: a dict of input names to lists of str (one batch).
+    """
+    predict_pb2 = require("tensorflow_serving.apis.predict_pb2", "serving")
+    request = predict_pb2.PredictRequest()
+    request.model_spec.signature_name = signature
+    for name, texts in inputs.items():
+        array = np.array([t.encode("utf-8") for t in texts], dtype=object)
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(array, shape=[len(texts)]))
+    return request
+
+
+def warmup_requests(signatures, sentences=DEFAULT_SENTENCES, batch_sizes=(1, 8)):
+    """One request of each of `batch_sizes` for every signature.
+
+    Args:
         signatures: the signature names to warm up (input `text`), or a
             dict of signature names to their string input names (each
             input gets the same sentences).
@@ -37,10 +52,8 @@ def write_warmup_requests(export_dir, signatures, sentences=DEFAULT_SENTENCES, b
         batch_sizes: one request of each size per signature.
 
     Returns:
-        The file's path.
+        A list of `PredictRequest`s.
     """
-    apis = require("tensorflow_serving.apis.prediction_log_pb2", "serving")
-    predict_pb2 = require("tensorflow_serving.apis.predict_pb2", "serving")
     if isinstance(signatures, dict):
         signatures = signatures.items()
     else:
@@ -48,12 +61,29 @@ def write_warmup_requests(export_dir, signatures, sentences=DEFAULT_SENTENCES, b
     requests = []
     for signature, inputs in signatures:
         for size in batch_sizes:
-            text = [sentences[i % len(sentences)].encode("utf-8") for i in range(size)]
-            request = predict_pb2.PredictRequest()
-            request.model_spec.signature_name = signature
-            for name in inputs:
-                request.inputs[name].CopyFrom(tf.make_tensor_proto(np.array(text, dtype=object)))
-            requests.append(request)
+            text = [sentences[i % len(sentences)] for i in range(size)]
+            requests.append(predict_request(signature, {name: text for name in inputs}))
+    return requests
+
+
+def write_warmup_requests(export_dir, signatures, sentences=DEFAULT_SENTENCES, batch_sizes=(1, 8)):
+    """Writes the warmup file of `export_dir`.
+
+    Args:
+        export_dir: a written SavedModel.
+        signatures: a list of `PredictRequest`s to write as they are, or
+            what `warmup_requests` takes (signature names, or a dict of
+            them to their input names).
+        sentences, batch_sizes: see `warmup_requests`.
+
+    Returns:
+        The file's path.
+    """
+    apis = require("tensorflow_serving.apis.prediction_log_pb2", "serving")
+    if isinstance(signatures, (list, tuple)) and all(hasattr(r, "model_spec") for r in signatures):
+        requests = list(signatures)
+    else:
+        requests = warmup_requests(signatures, sentences, batch_sizes)
     if len(requests) > MAX_RECORDS:
         raise ValueError(f"At most {MAX_RECORDS} warmup requests; received {len(requests)}")
     path = os.path.join(export_dir, WARMUP_PATH)

@@ -1,0 +1,183 @@
+"""A decoding step of a `Transformer` made for XLA: few, large operations.
+
+`Transformer.decode_step` runs the model's own layers, which are written
+for every backend and for the graph executor. Compiled with XLA, two of
+their shapes cost more than the arithmetic: a one-row product against a
+`[d_model, heads, head_dim]` kernel becomes a slow elementwise loop instead
+of a matrix-vector product, and each projection, mask and cache write is a
+kernel of its own. The step here computes the same function from the same
+weights, in the shapes XLA runs fast:
+
+- the self-attention query, key and value projections are one product
+  against their kernels concatenated once per request;
+- every kernel is a two-dimensional matrix, so every product is a real
+  matrix product;
+- the caches are `[rows, heads, length, head_dim]`, written in place at the
+  step's position (`slice_update`, XLA's dynamic-update-slice) and read by
+  batched products with no transposes;
+- layer norms, feed-forward layers, embeddings and the output projection
+  are the model's own layers.
+
+It needs XLA (the cache write is an XLA operation): use it inside a
+`tf.function(jit_compile=True)`, as `compiled_search` does. The searches of
+`keras_transformer.decoding` run over it unchanged.
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+
+# Added to the logits of masked keys, as the model's attention does.
+_LARGE_NEGATIVE = -1e9
+
+
+def _matrix(kernel, rows):
+    """A projection kernel as a `[rows, -1]` matrix."""
+    return tf.reshape(kernel, [rows, -1])
+
+
+def _heads(x, heads):
+    """`[rows, d_model]` -> `[rows, heads, 1, head_dim]`."""
+    return tf.reshape(x, [-1, heads, 1, x.shape[-1] // heads])
+
+
+def _attend(query, keys, values, mask):
+    """One query position over `[rows, heads, length, head_dim]` keys and
+    values; `mask` broadcasts to `[rows, 1, 1, length]`."""
+    logits = tf.cast(tf.matmul(query, keys, transpose_b=True), tf.float32)
+    logits = tf.where(mask, logits, _LARGE_NEGATIVE)  # [rows, heads, 1, length]
+    weights = tf.cast(tf.nn.softmax(logits, axis=-1), values.dtype)
+    context = tf.matmul(weights, values)  # [rows, heads, 1, head_dim]
+    return tf.reshape(context, [-1, context.shape[1] * context.shape[3]])
+
+
+class LeanStep:
+    """The step function of `Transformer.decode_step`, lean for XLA.
+
+    Args:
+        model: a built `keras_transformer.models.Transformer`.
+
+    Example:
+
+    >>> model = Transformer.from_preset("tiny", 100, 100)
+    >>> lean = LeanStep(model)
+    >>> @tf.function(jit_compile=True)
+    ... def first_logits(context_ids):
+    ...     constant, state = lean.initial_state(context_ids, max_length=8)
+    ...     logits, _ = lean.step_fn(constant)(tf.fill([2], 2), 0, state)
+    ...     return logits
+    >>> tuple(first_logits(tf.ones((2, 5), tf.int32)).shape)
+    (2, 100)
+    """
+
+    def __init__(self, model):
+        if not model.built:
+            model.build(((None, None), (None, None)))
+        self.model = model
+        self.heads = model.num_heads
+        self.head_dim = model.d_model // model.num_heads
+        self.dtype = model.compute_dtype
+
+    def _weights(self):
+        """Each block's attention weights as matrices, the self-attention
+        query, key and value fused; read from the variables on every call
+        (so they follow the model's weights)."""
+        d = self.model.d_model
+        blocks = []
+        for block in self.model.decoder.blocks:
+            own, cross = block.self_attention, block.cross_attention
+            parts = (own._query_dense, own._key_dense, own._value_dense)
+            blocks.append(
+                {
+                    "qkv_kernel": tf.concat([_matrix(p.kernel, d) for p in parts], axis=1),
+                    "qkv_bias": tf.concat([tf.reshape(p.bias, [-1]) for p in parts], axis=0),
+                    "output_kernel": _matrix(own._output_dense.kernel, d),
+                    "output_bias": own._output_dense.bias,
+                    "cross_query_kernel": _matrix(cross._query_dense.kernel, d),
+                    "cross_query_bias": tf.reshape(cross._query_dense.bias, [-1]),
+                    "cross_output_kernel": _matrix(cross._output_dense.kernel, d),
+                    "cross_output_bias": cross._output_dense.bias,
+                }
+            )
+        return [tf.nest.map_structure(lambda t: tf.cast(t, self.dtype), b) for b in blocks]
+
+    def initial_state(self, context_ids, max_length):
+        """Encodes the source; returns `(constant, state)`.
+
+        `constant` (the encoder's keys and values per block, `[batch, heads,
+        source_length, head_dim]`, the source padding mask, the fused
+        weights) does not change during a search: tile it over beams and
+        close the step over it. `state` (the self-attention caches, zeros
+        `[batch, heads, max_length, head_dim]`) is the search's state.
+        """
+        model = self.model
+        encoded = model.encode(context_ids, training=False)
+        batch = tf.shape(context_ids)[0]
+        rows = tf.reshape(encoded, [-1, model.d_model])
+        cross = []
+        for block in model.decoder.blocks:
+            attention = block.cross_attention
+            pair = []
+            for dense in (attention._key_dense, attention._value_dense):
+                projected = tf.matmul(rows, _matrix(dense.kernel, model.d_model))
+                projected = projected + tf.reshape(dense.bias, [-1])
+                projected = tf.reshape(projected, [batch, -1, self.heads, self.head_dim])
+                pair.append(tf.transpose(projected, [0, 2, 1, 3]))
+            cross.append(tuple(pair))
+        constant = {
+            "cross": tuple(cross),
+            "source_mask": tf.not_equal(context_ids, 0)[:, None, None, :],
+        }
+        zeros = tf.zeros([batch, self.heads, max_length, self.head_dim], self.dtype)
+        state = {"cache": tuple((zeros, zeros) for _ in model.decoder.blocks)}
+        return constant, state
+
+    def step_fn(self, constant):
+        """`step_fn(ids [rows], index, state) -> (logits [rows, vocab],
+        state)` over `constant` (tiled to the same rows)."""
+        model = self.model
+        norm_first = model.norm_first
+        scale = 1.0 / math.sqrt(self.head_dim)
+        weights = self._weights()
+
+        def residual(x, y, norm):
+            return x + y if norm_first else norm(x + y)
+
+        def step(ids, index, state):
+            x = model.target_embedding(ids[:, None], start_index=index)[:, 0]  # [rows, d]
+            # A padding token as query attends to nothing, as in the model.
+            is_token = tf.not_equal(ids, 0)[:, None, None, None]
+            length = state["cache"][0][0].shape[2]
+            written = (tf.range(length) <= index)[None, None, None, :]
+            own_mask = tf.logical_and(written, is_token)
+            cross_mask = tf.logical_and(constant["source_mask"], is_token)
+            caches = []
+            blocks = model.decoder.blocks
+            for block, w, (keys, values), (cross_keys, cross_values) in zip(
+                blocks, weights, state["cache"], constant["cross"]
+            ):
+                h = block.self_attention_norm(x) if norm_first else x
+                qkv = tf.matmul(h, w["qkv_kernel"]) + w["qkv_bias"]
+                q, k, v = tf.split(qkv, 3, axis=1)
+                keys = keras.ops.slice_update(keys, (0, 0, index, 0), _heads(k, self.heads))
+                values = keras.ops.slice_update(values, (0, 0, index, 0), _heads(v, self.heads))
+                caches.append((keys, values))
+                context = _attend(_heads(q * scale, self.heads), keys, values, own_mask)
+                y = tf.matmul(context, w["output_kernel"]) + w["output_bias"]
+                x = residual(x, y, block.self_attention_norm)
+
+                h = block.cross_attention_norm(x) if norm_first else x
+                q = tf.matmul(h, w["cross_query_kernel"]) + w["cross_query_bias"]
+                q = _heads(q * scale, self.heads)
+                context = _attend(q, cross_keys, cross_values, cross_mask)
+                y = tf.matmul(context, w["cross_output_kernel"]) + w["cross_output_bias"]
+                x = residual(x, y, block.cross_attention_norm)
+
+                h = block.feed_forward_norm(x) if norm_first else x
+                x = residual(x, block.feed_forward(h, training=False), block.feed_forward_norm)
+            if model.decoder.final_norm is not None:
+                x = model.decoder.final_norm(x)
+            return model._logits(x), {"cache": tuple(caches)}
+
+        return step

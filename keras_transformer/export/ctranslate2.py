@@ -1,0 +1,228 @@
+"""A run as a CTranslate2 model: OpenNMT's inference engine, outside TF Serving.
+
+CTranslate2 runs a standard Transformer with its own kernels (fused
+projections, int8 weights, its own beam search), the fastest CPU path the
+field uses. `export_ctranslate2` maps a `Transformer` onto CTranslate2's
+`TransformerSpec` exactly: the self-attention query, key and value (and
+the cross-attention key and value) fused as CTranslate2 stores them,
+kernels in its `[out, in]` layout, the model's own position table (the
+interleaved sines and cosines of the paper; CTranslate2's built-in table
+differs), its layer-norm epsilon and embedding scale, pre- or post-norm,
+shared or separate embeddings. The vocabularies are the SentencePiece
+pieces, so ids are the same; the SentencePiece models are copied beside
+them for tokenization.
+
+CTranslate2's search differs from `keras_transformer.decoding` in its
+length penalty, `length ** length_penalty` against GNMT's `((5 + length) /
+6) ** alpha` here; rescore its n-best with the `score` signature (or
+`Translator.score`) to rank them as ours does. Greedy search is the same.
+
+Example (in a process without TensorFlow: loaded, it slows CTranslate2's
+float32 path several times):
+
+>>> import ctranslate2, sentencepiece
+>>> translator = ctranslate2.Translator(model_dir, inter_threads=1, intra_threads=2)
+>>> sp = sentencepiece.SentencePieceProcessor(model_file=f"{model_dir}/source.model")
+>>> result = translator.translate_batch([sp.encode("A dog runs.", out_type=str)])
+"""
+
+import os
+import shutil
+
+import numpy as np
+
+from keras_transformer._extras import require
+from keras_transformer.data.tokenizer import END_ID, START_ID, UNK_ID
+
+QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
+
+
+def _array(tensor):
+    return np.asarray(tensor, dtype=np.float32)
+
+
+def _linear(spec, kernels, biases):
+    """Sets `spec` to the projections `kernels` (each `[in, ...out]`)
+    fused along their outputs, in CTranslate2's `[out, in]` layout."""
+    matrices = [_array(k).reshape(_array(k).shape[0], -1).T for k in kernels]
+    spec.weight = np.concatenate(matrices, axis=0)
+    spec.bias = np.concatenate([_array(b).reshape(-1) for b in biases])
+
+
+def _norm(spec, layer):
+    spec.gamma = _array(layer.gamma)
+    spec.beta = _array(layer.beta)
+
+
+def _attention(spec, layer, self_attention):
+    q, k, v, out = layer._query_dense, layer._key_dense, layer._value_dense, layer._output_dense
+    if self_attention:
+        _linear(spec.linear[0], [q.kernel, k.kernel, v.kernel], [q.bias, k.bias, v.bias])
+    else:
+        _linear(spec.linear[0], [q.kernel], [q.bias])
+        _linear(spec.linear[1], [k.kernel, v.kernel], [k.bias, v.bias])
+    # The output kernel `[heads, head_dim, d_model]` contracts two axes.
+    kernel = _array(out.kernel)
+    spec.linear[-1].weight = kernel.reshape(-1, kernel.shape[-1]).T
+    spec.linear[-1].bias = _array(out.bias)
+
+
+def _ffn(spec, block):
+    ffn = block.feed_forward
+    _linear(spec.linear_0, [ffn._intermediate.kernel], [ffn._intermediate.bias])
+    _linear(spec.linear_1, [ffn._output.kernel], [ffn._output.bias])
+    _norm(spec.layer_norm, block.feed_forward_norm)
+
+
+def _embeddings(stack_spec, embedding):
+    # The encoder's spec holds a list of embeddings (one per source feature).
+    tables = stack_spec.embeddings
+    (tables[0] if isinstance(tables, list) else tables).weight = _array(embedding.embeddings)
+    stack_spec.scale_embeddings = bool(embedding.scale_embeddings)
+    if embedding.position_encoding == "learned":
+        table = embedding.position_embedding.embeddings
+    else:
+        table = embedding._encoding_table
+    stack_spec.position_encodings.encodings = _array(table)
+
+
+def _activation(model):
+    common_spec = require("ctranslate2.specs.common_spec", "ctranslate2")
+    import keras
+
+    name = keras.activations.serialize(keras.activations.get(model.activation))
+    name = name if isinstance(name, str) else name.get("config", {}).get("name", str(name))
+    supported = {
+        "relu": common_spec.Activation.RELU,
+        "gelu": common_spec.Activation.GELU,
+        "silu": common_spec.Activation.SWISH,
+        "swish": common_spec.Activation.SWISH,
+    }
+    if name not in supported:
+        raise ValueError(f"CTranslate2 has no activation {name!r}; supported: {sorted(supported)}")
+    return supported[name]
+
+
+def transformer_spec(model, source_pieces, target_pieces):
+    """The `ctranslate2.specs.TransformerSpec` of a `Transformer`.
+
+    Args:
+        model: a built `keras_transformer.models.Transformer`.
+        source_pieces, target_pieces: the vocabularies, piece `i` being id
+            `i` (`SubwordTokenizer.pieces()`).
+
+    Returns:
+        The spec, with vocabularies and configuration, ready to save.
+    """
+    specs = require("ctranslate2.specs", "ctranslate2")
+    activation = _activation(model)
+    spec = specs.TransformerSpec.from_config(
+        model.num_layers,
+        model.num_heads,
+        pre_norm=model.norm_first,
+        activation=activation,
+    )
+    spec.config.layer_norm_epsilon = float(model.layer_norm_epsilon)
+    # Our sources end with the end token and have no start token.
+    spec.config.add_source_bos = False
+    spec.config.add_source_eos = True
+    spec.config.bos_token = target_pieces[START_ID]
+    spec.config.eos_token = target_pieces[END_ID]
+    spec.config.unk_token = target_pieces[UNK_ID]
+    encoder, decoder = spec.encoder, spec.decoder
+
+    _embeddings(encoder, model.source_embedding)
+    for layer_spec, block in zip(encoder.layer, model.encoder.blocks):
+        _attention(layer_spec.self_attention, block.self_attention, self_attention=True)
+        _norm(layer_spec.self_attention.layer_norm, block.self_attention_norm)
+        _ffn(layer_spec.ffn, block)
+
+    _embeddings(decoder, model.target_embedding)
+    for layer_spec, block in zip(decoder.layer, model.decoder.blocks):
+        _attention(layer_spec.self_attention, block.self_attention, self_attention=True)
+        _norm(layer_spec.self_attention.layer_norm, block.self_attention_norm)
+        _attention(layer_spec.attention, block.cross_attention, self_attention=False)
+        _norm(layer_spec.attention.layer_norm, block.cross_attention_norm)
+        _ffn(layer_spec.ffn, block)
+
+    if model.norm_first:
+        _norm(encoder.layer_norm, model.encoder.final_norm)
+        _norm(decoder.layer_norm, model.decoder.final_norm)
+    if model.output_projection is not None:
+        _linear(
+            decoder.projection,
+            [model.output_projection.kernel],
+            [model.output_projection.bias],
+        )
+    else:  # tied: the output projection is the embedding matrix
+        decoder.projection.weight = _array(model.target_embedding.embeddings)
+        decoder.projection.bias = np.zeros([model.target_vocab_size], np.float32)
+
+    spec.register_source_vocabulary(list(source_pieces))
+    spec.register_target_vocabulary(list(target_pieces))
+    return spec
+
+
+def export_ctranslate2(model, source_tokenizer, target_tokenizer, output_dir, quantization=None):
+    """Writes a CTranslate2 model directory.
+
+    It holds CTranslate2's `model.bin`, `config.json`, the vocabularies
+    (`source_vocabulary.json`, `target_vocabulary.json`) and the
+    SentencePiece models (`source.model`, `target.model`) to tokenize with.
+
+    Args:
+        model: a trained `Transformer`.
+        source_tokenizer, target_tokenizer: the run's `SubwordTokenizer`s.
+        output_dir: where to write (must not exist).
+        quantization: `None` (float32) or one of `QUANTIZATIONS`
+            (CTranslate2's weight types; `"int8"` is its fast CPU path).
+
+    Returns:
+        `output_dir`.
+    """
+    converters = require("ctranslate2.converters", "ctranslate2")
+    if quantization in (None, "none", "float32"):
+        quantization = None
+    elif quantization not in QUANTIZATIONS:
+        raise ValueError(
+            f"`quantization` must be None or one of {QUANTIZATIONS}. "
+            f"Received: quantization={quantization!r}"
+        )
+    if os.path.exists(output_dir):
+        raise FileExistsError(f"{output_dir} exists; an export is never overwritten")
+    spec = transformer_spec(model, source_tokenizer.pieces(), target_tokenizer.pieces())
+
+    class _SpecConverter(converters.Converter):
+        def _load(self):
+            return spec
+
+    _SpecConverter().convert(output_dir, quantization=quantization)
+    for name, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
+        with open(os.path.join(output_dir, f"{name}.model"), "wb") as f:
+            f.write(tokenizer.model_proto)
+    return output_dir
+
+
+def export_ctranslate2_run(run_path, export_base, version=None, weights="auto", quantization=None):
+    """Exports a training run to `export_base/<version>/` (by default the
+    next free version), written beside and renamed into place."""
+    from keras_transformer.export.servable import versions
+    from keras_transformer.training.run_directory import load_run
+
+    require("ctranslate2", "ctranslate2")
+    model, source, target, _ = load_run(run_path, weights=weights)
+    os.makedirs(export_base, exist_ok=True)
+    if version is None:
+        existing = versions(export_base)
+        version = existing[-1] + 1 if existing else 1
+    final = os.path.join(export_base, str(version))
+    if os.path.exists(final):
+        raise FileExistsError(f"Version {version} already exists at {final}")
+    staging = os.path.join(export_base, f".staging-ct2-{version}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        export_ctranslate2(model, source, target, staging, quantization=quantization)
+        os.rename(staging, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return final

@@ -1,0 +1,122 @@
+"""`LeanStep` against the model's own `decode_step`, and the compiled
+translator against the plain one."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer.data.tokenizer import START_ID
+from keras_transformer.decoding import Translator
+from keras_transformer.decoding.lean_step import LeanStep
+from keras_transformer.models import Transformer
+
+VOCAB = 40
+STEPS = 6
+
+ARCHITECTURES = {
+    "post-norm": {},
+    "pre-norm, shared embeddings": dict(norm_first=True, share_embeddings=True),
+    "learned positions, gelu": dict(position_encoding="learned", activation="gelu"),
+}
+
+
+def _model(overrides, seed=0):
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    model = Transformer(2, 32, 4, 64, VOCAB, VOCAB, dropout_rate=0.0, max_length=64, **overrides)
+    model.build(((None, None), (None, None)))
+    return model
+
+
+@pytest.mark.parametrize("overrides", ARCHITECTURES.values(), ids=ARCHITECTURES)
+def test_every_step_gives_the_logits_of_decode_step(overrides):
+    model = _model(overrides)
+    rng = np.random.default_rng(1)
+    context = rng.integers(1, VOCAB, size=(3, 7)).astype("int32")
+    context[1, 4:] = 0  # a padded source
+    tokens = rng.integers(1, VOCAB, size=(3, STEPS)).astype("int32")
+    tokens[2, 3] = 0  # a padding token as input attends to nothing, in both
+
+    lean = LeanStep(model)
+
+    @tf.function(jit_compile=True)
+    def lean_logits(context, tokens):
+        constant, state = lean.initial_state(context, STEPS)
+        step, outputs = lean.step_fn(constant), []
+        for i in range(STEPS):
+            logits, state = step(tokens[:, i], i, state)
+            outputs.append(logits)
+        return tf.stack(outputs, axis=1)
+
+    state = model.init_decoding_state(context, STEPS)
+    want = []
+    for i in range(STEPS):
+        logits, state = model.decode_step(tokens[:, i], i, state)
+        want.append(logits)
+    np.testing.assert_allclose(lean_logits(context, tokens), tf.stack(want, axis=1), atol=1e-4)
+
+
+# The step test covers every architecture; two suffice for the search.
+@pytest.mark.parametrize("overrides", [{}, ARCHITECTURES["pre-norm, shared embeddings"]],
+                         ids=["post-norm", "pre-norm, shared embeddings"])  # fmt: skip
+def test_the_compiled_searches_equal_the_plain_ones(overrides):
+    # Batch sizes (1, 2) and lengths (4, 10): 3 rows run as chunks of 2 and
+    # 1, 5 as 2, 2 and 1 (padded copies of the last row in none); sources of
+    # 3 and 8 tokens take both lengths; no rows run nothing.
+    model = _model(overrides, seed=2)
+    options = dict(max_output_length=10, beam_size=3)
+    plain = Translator(model, None, None, **options)
+    compiled = Translator(model, None, None, jit_compile=True, batch_sizes=(2, 1),
+                          lengths=(4,), max_input_length=8, **options)  # fmt: skip
+    assert compiled.lengths == [4, 10] and compiled.batch_sizes == [1, 2]
+    rng = np.random.default_rng(0)
+    for rows, source_length in ((1, 3), (3, 8), (5, 3), (0, 8)):
+        context = tf.constant(rng.integers(4, VOCAB, size=(rows, source_length)), tf.int32)
+        for beams in (3, 1):
+            want, want_scores = plain._search(context, beams)
+            got, got_scores = compiled._search(context, beams)
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_allclose(got_scores, want_scores, atol=1e-4)
+        # XLA draws with its own generator: a seed repeats the compiled draws.
+        first, _ = compiled._search(context, 1, sample=True, seed=5)
+        again, _ = compiled._search(context, 1, sample=True, seed=5)
+        np.testing.assert_array_equal(first, again)
+        assert first.shape == (rows, 1, 10)
+
+
+def test_compiled_sampling_of_the_top_token_is_greedy_search():
+    model = _model({}, seed=3)
+    translator = Translator(model, None, None, jit_compile=True, batch_sizes=(2,),
+                            max_output_length=8, sampling_topk=1)  # fmt: skip
+    context = tf.constant(np.random.default_rng(0).integers(4, VOCAB, size=(3, 5)), tf.int32)
+    want, want_scores = translator._search(context, 1)
+    got, got_scores = translator._search(context, 1, sample=True)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got_scores, want_scores, atol=1e-5)
+
+
+def test_the_shapes_are_validated_and_listed():
+    model = _model({})
+    with pytest.raises(ValueError, match="batch_sizes"):
+        Translator(model, None, None, jit_compile=True, batch_sizes=(0, 4))
+    translator = Translator(model, None, None, jit_compile=True, max_input_length=40,
+                            max_output_length=20)  # fmt: skip
+    assert translator.lengths == [16, 32, 40]
+    assert translator.compiled_shapes[0] == (1, 16) and len(translator.compiled_shapes) == 9
+
+
+def test_start_token_is_where_the_search_starts():
+    # LeanStep's first step reads position 0, as decode_step does.
+    model = _model({})
+    lean = LeanStep(model)
+
+    @tf.function(jit_compile=True)
+    def first(context):
+        constant, state = lean.initial_state(context, 4)
+        return lean.step_fn(constant)(tf.fill([1], START_ID), 0, state)[0]
+
+    context = tf.constant([[5, 6, 7]], tf.int32)
+    want, _ = model.decode_step(tf.constant([START_ID]), 0, model.init_decoding_state(context, 4))
+    np.testing.assert_allclose(first(context), want, atol=1e-4)
