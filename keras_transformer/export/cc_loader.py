@@ -93,7 +93,7 @@ def build(cache_dir=None):
     return binary
 
 
-def run(binary, export_dir, signature, sentences, repeats=1, libraries=None, timeout=600):
+def run(binary, export_dir, signature, sentences, repeats=1, libraries=None, timeout=600, log=None):
     """Runs `signature` of `export_dir` on `sentences` in the C++ loader.
 
     Args:
@@ -107,6 +107,9 @@ def run(binary, export_dir, signature, sentences, repeats=1, libraries=None, tim
         repeats: how many times to run it; latencies are per run.
         libraries: op libraries to load first (default: `op_libraries()`).
         timeout: seconds.
+        log: a list to append the loader's log lines to, logged with
+            TensorFlow's info messages and XLA's compilations
+            (`TF_CPP_VMODULE=device_compiler=1`); None logs warnings only.
 
     Returns:
         `(outputs, latencies_ms)`: NumPy arrays by output name (strings as
@@ -124,13 +127,17 @@ def run(binary, export_dir, signature, sentences, repeats=1, libraries=None, tim
         raise ValueError("Rows are sent one a line, tab-separated: no newlines or tabs")
     libraries = op_libraries() if libraries is None else list(libraries)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if log is not None:
+        env.update(TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="device_compiler=1")
     result = subprocess.run(
         [binary, export_dir, signature, str(repeats), *libraries],
         input="".join("\t".join(row) + "\n" for row in rows).encode("utf-8"),
         capture_output=True, env=env, timeout=timeout,
     )  # fmt: skip
+    lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
+    if log is not None:
+        log.extend(lines)
     if result.returncode != 0:
-        lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
         raise CcLoadError(lines[-1] if lines else f"exit code {result.returncode}")
     report = json.loads(result.stdout.decode("utf-8").strip().splitlines()[-1])
     outputs = {}
