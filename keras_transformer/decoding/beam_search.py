@@ -153,7 +153,7 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
         log_probs = tf.reshape(log_probs, [batch, k, vocab])
         candidates = s.alive_log_probs[:, :, None] + log_probs  # [batch, k, vocab]
         flat = tf.reshape(candidates, [batch, k * vocab])
-        top_log_probs, top_indices = tf.math.top_k(flat, k=2 * k)  # [batch, 2k]
+        top_log_probs, top_indices = _common.top_k(flat, k=2 * k)  # [batch, 2k]
         top_beams = top_indices // vocab  # [batch, 2k]
         top_tokens = top_indices % vocab  # [batch, 2k]
         top_seqs = tf.gather(s.alive_seqs, top_beams, batch_dims=1)  # [batch, 2k, max_length]
