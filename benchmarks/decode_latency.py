@@ -30,8 +30,13 @@ choice, what TF Serving starts with). The floor and the search alone always
 run with TensorFlow's defaults, the fastest floor this machine shows.
 
     .venv/bin/pip install keras-hub
+`--jit-compile` times the `--jit-compile` export of the same weights too
+(after the plain one, in a fresh process of its own; each shape is run
+once before it is timed, as the export's warmup does), prints its speed-up
+over the plain export, and its ratios to the floor on the lines above.
+
     .venv/bin/python benchmarks/decode_latency.py [--repeats 5] [--data DIR] [--ours-only] \
-        [--threads INTRA,INTER]
+        [--threads INTRA,INTER] [--jit-compile]
 """
 
 import argparse
@@ -83,19 +88,11 @@ def _tokenizers(data_dir):
     return source, target
 
 
-def export_small(data_dir, base, generated=GENERATED):
-    """Exports the `small`-sized model (end token disabled) under `base`.
-
-    Args:
-        data_dir: the Multi30k directory.
-        base: the export's base directory.
-        generated: tokens every request generates.
-
-    Returns:
-        `(export path, the first 32 Multi30k test sentences)`.
-    """
+def small_model(data_dir):
+    """The `small`-sized model with the end token disabled (every request
+    generates as many tokens as it may), its tokenizers, and the first 32
+    Multi30k test sentences: `(model, source, target, sentences)`."""
     from keras_transformer.data.tokenizer import END_ID
-    from keras_transformer.export import export_version
     from keras_transformer.models import Transformer
 
     source, target = _tokenizers(data_dir)
@@ -104,10 +101,34 @@ def export_small(data_dir, base, generated=GENERATED):
     model = Transformer(LAYERS, D_MODEL, HEADS, DFF, source.vocab_size, target.vocab_size)
     model.build(((None, None), (None, None)))
     kernel, bias = model.output_projection.get_weights()
-    bias[END_ID] = -1e9  # always generate `generated` tokens
+    bias[END_ID] = -1e9
     model.output_projection.set_weights([kernel, bias])
+    return model, source, target, sentences
+
+
+# The compiled export's shapes here: batches of 1 and 32, and the default
+# lengths (16, 32, 64, ...; the test sentences take 32 and 64 tokens).
+JIT_OPTIONS = dict(jit_compile=True, batch_sizes=(1, 32))
+
+
+def export_small(data_dir, base, generated=GENERATED, jit_compile=False):
+    """Exports `small_model` under `base`.
+
+    Args:
+        data_dir: the Multi30k directory.
+        base: the export's base directory.
+        generated: tokens every request generates.
+        jit_compile: a `--jit-compile` export (`JIT_OPTIONS`).
+
+    Returns:
+        `(export path, the first 32 Multi30k test sentences)`.
+    """
+    from keras_transformer.export import export_version
+
+    model, source, target, sentences = small_model(data_dir)
+    options = JIT_OPTIONS if jit_compile else {}
     path = export_version(
-        model, source, target, base, max_length=generated, beam_size=4, check=False
+        model, source, target, base, max_length=generated, beam_size=4, check=False, **options
     )
     return path, sentences
 
@@ -188,16 +209,18 @@ def in_fresh_process(module, function, *args):
     return json.loads(line[len("RESULT ") :])
 
 
-def ours(repeats, data_dir, threads=(0, 0)):
+def ours(repeats, data_dir, threads=(0, 0), jit_compile=False):
     base = tempfile.mkdtemp()
     try:
-        path, sentences = export_small(data_dir, base)
+        path, sentences = export_small(data_dir, base, jit_compile=jit_compile)
         results = in_fresh_process(
             "decode_latency", "session_times", path, sentences, repeats, threads, [1, 32]
         )
         # The same weights (same seed), generating one token: what a request
         # costs besides its steps, plus one step.
-        path, _ = export_small(data_dir, os.path.join(base, "one_token"), generated=1)
+        path, _ = export_small(
+            data_dir, os.path.join(base, "one_token"), generated=1, jit_compile=jit_compile
+        )
         one = in_fresh_process(
             "decode_latency", "session_times", path, sentences, repeats, threads, [1]
         )
@@ -327,11 +350,25 @@ def main():
         default="0,0",
         help="intra-op,inter-op threads of our export's session (0: TensorFlow's choice)",
     )
+    parser.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="also time the --jit-compile export; the ratio lines are then its own",
+    )
     args = parser.parse_args()
     threads = [int(n) for n in args.threads.split(",")]
     print(f"our session's threads: intra-op {threads[0]}, inter-op {threads[1]}")
     ours_ms = ours(args.repeats, args.data, threads)
     print("ours (ms):", {k: round(v, 1) for k, v in ours_ms.items()}, flush=True)
+    if args.jit_compile:
+        plain_ms = ours_ms
+        ours_ms = ours(args.repeats, args.data, threads, jit_compile=True)
+        print("ours --jit-compile (ms):", {k: round(v, 1) for k, v in ours_ms.items()})
+        for name in ("beam4", "greedy"):
+            for batch in (1, 32):
+                key = f"{name} {batch}"
+                print(f"{name}_batch{batch}_jit_speedup_vs_plain: "
+                      f"{plain_ms[key] / ours_ms[key]:.2f}")  # fmt: skip
     floors = in_fresh_process("decode_latency", "floor_times", args.repeats)
     for name in ("beam4", "greedy"):
         floor, search = floors[f"{name} floor"], floors[f"{name} search"]

@@ -445,7 +445,8 @@ def build_parser():
         "--jit-compile",
         action="store_true",
         help="compile the id-level work with XLA, in fixed shapes that the warmup "
-        "records all run; TF Serving then needs --xla_cpu_compilation_enabled=true",
+        "records all run; TF Serving then needs --xla_cpu_compilation_enabled=true "
+        "(default: off, an export any TF Serving runs)",
     )
     p.add_argument(
         "--batch-sizes",
@@ -456,8 +457,8 @@ def build_parser():
     p.add_argument(
         "--lengths",
         type=_int_list,
-        help="with --jit-compile: the compiled token lengths (default: 16,32,64,... up "
-        "to the longest input or translation)",
+        help="with --jit-compile: the compiled token lengths (default: 16,24,32,48,64,... "
+        "up to the longest input or translation)",
     )
     p.add_argument(
         "--quantization",

@@ -197,3 +197,23 @@ def test_tune_without_its_required_keys_is_one_line(capsys):
     assert capsys.readouterr().err.strip() == (
         "keras-transformer tune: error: Missing tune config keys: ['directory']"
     )
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--quantization", "int8"], "--quantization applies to --format ctranslate2 only"),
+        (["--format", "ctranslate2", "--jit-compile"], "--jit-compile applies to --format"),
+        (["--batch-sizes", "1,0"], "expected positive ints"),
+    ],
+)
+def test_export_names_flags_that_do_not_go_together(tmp_path, capsys, flags, message):
+    args = ["export", "--run", str(tmp_path / "run"), "--export-base", str(tmp_path / "out")]
+    try:
+        code = cli.main([*args, *flags])
+    except SystemExit as exit:  # argparse's own refusal
+        code = exit.code
+    assert code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert message in error[-1], error  # argparse's usage may come before it
+    assert not any("Traceback" in line for line in error)

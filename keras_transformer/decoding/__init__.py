@@ -7,6 +7,7 @@ from keras_transformer import _lazy
 __getattr__, __dir__, __all__ = _lazy.attach(
     globals(),
     {
+        "LeanStep": "lean_step",
         "Scores": "evaluation",
         "Translator": "translator",
         "beam_search": "beam_search",

@@ -13,7 +13,9 @@ from keras_transformer.decoding.lean_step import LeanStep
 from keras_transformer.decoding.sampling import check_sampling, sample_search
 
 DEFAULT_BATCH_SIZES = (1, 8, 32)
-DEFAULT_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)
+# About 1.5x apart: a source pads to at most 1.5x its tokens (the encoder's
+# work grows with it) for few programs (nine up to 256 tokens).
+DEFAULT_LENGTHS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 
 
 def _sizes(name, values):
@@ -53,7 +55,8 @@ class Translator(tf.Module):
         batch_sizes: the batch sizes of the compiled programs (as TF
             Serving's `allowed_batch_sizes`; default `(1, 8, 32)`).
         lengths: the token lengths of the compiled programs (default
-            `(16, 32, 64, ...)` up to the longest input or translation);
+            `(16, 24, 32, 48, 64, 96, ...)` up to the longest input or
+            translation);
             the longest is always included.
 
     Example:

@@ -96,7 +96,7 @@ def export_translator(
         batch_sizes: with `jit_compile`, the compiled batch sizes (default
             `(1, 8, 32)`); as TF Serving's `allowed_batch_sizes`.
         lengths: with `jit_compile`, the compiled token lengths (default
-            16, 32, 64, ... up to the longest input or translation).
+            16, 24, 32, 48, 64, ... up to the longest input or translation).
 
     Returns:
         `export_dir`.

@@ -103,8 +103,8 @@ def test_the_shapes_are_validated_and_listed():
         Translator(model, None, None, jit_compile=True, batch_sizes=(0, 4))
     translator = Translator(model, None, None, jit_compile=True, max_input_length=40,
                             max_output_length=20)  # fmt: skip
-    assert translator.lengths == [16, 32, 40]
-    assert translator.compiled_shapes[0] == (1, 16) and len(translator.compiled_shapes) == 9
+    assert translator.lengths == [16, 24, 32, 40]
+    assert translator.compiled_shapes[0] == (1, 16) and len(translator.compiled_shapes) == 12
 
 
 def test_start_token_is_where_the_search_starts():

@@ -1,0 +1,116 @@
+"""Where a compiled decoding step's time goes, by XLA's own profile.
+
+Runs the search of a `--jit-compile` export (`Translator(jit_compile=True)`
+over `LeanStep`) on the `small` model of `decode_latency.py` (random
+weights, the end token disabled, 32 tokens, sources of 24 random ids),
+under TensorFlow's profiler with XLA's per-kernel trace
+(`XLA_FLAGS=--xla_cpu_enable_xprof_traceme=true`), and prints the kernels
+that run once a step, summed over the step: matrix products (`dot`,
+`MatMul`), the search's top-k (`custom-call`, XLA's TopK), the cache
+reorder (`gather`) and the rest, with their count. The profiler's own cost
+inflates every kernel a little: compare shares, not totals.
+
+    XLA_FLAGS=--xla_cpu_enable_xprof_traceme=true \\
+        .venv/bin/python benchmarks/decode_xla_profile.py [--batch 1] [--beams 4] [--top 15]
+"""
+
+import argparse
+import collections
+import glob
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+STEPS, SOURCE_LENGTH = 32, 24
+
+
+def _kind(name):
+    for kind, marks in (("matrix products", ("dot", "MatMul")), ("top-k", ("custom-call",)),
+                        ("cache reorder (gather)", ("gather",))):  # fmt: skip
+        if any(mark in name for mark in marks):
+            return kind
+    return "other kernels"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--beams", type=int, default=4)
+    parser.add_argument("--top", type=int, default=15)
+    args = parser.parse_args()
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from keras_transformer.data.tokenizer import END_ID
+    from keras_transformer.decoding import Translator
+    from keras_transformer.models import Transformer
+
+    keras.utils.set_random_seed(0)
+    model = Transformer(3, 256, 4, 1024, 8000, 8000)
+    model.build(((None, None), (None, None)))
+    kernel, bias = model.output_projection.get_weights()
+    bias[END_ID] = -1e9
+    model.output_projection.set_weights([kernel, bias])
+    translator = Translator(model, None, None, max_output_length=STEPS)
+    search = tf.function(
+        lambda c: translator._search_ids(c, args.beams, lean=True), jit_compile=True,
+        autograph=False,
+    )  # fmt: skip
+    context = tf.constant(np.random.default_rng(0).integers(4, 8000, (args.batch, SOURCE_LENGTH)))
+    context = tf.cast(context, tf.int32)
+    for _ in range(3):
+        search(context)[0].numpy()
+    times = []
+    for _ in range(7):
+        start = time.perf_counter()
+        search(context)[0].numpy()
+        times.append(time.perf_counter() - start)
+    print(f"batch {args.batch}, beams {args.beams}: {np.median(times) * 1000:.1f} ms unprofiled")
+
+    logdir, runs = tempfile.mkdtemp(), 3
+    try:
+        tf.profiler.experimental.start(logdir)
+        for _ in range(runs):
+            search(context)[0].numpy()
+        tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        with open(
+            glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0], "rb"
+        ) as f:
+            space.ParseFromString(f.read())
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+    total, count = collections.Counter(), collections.Counter()
+    for plane in space.planes:
+        names = {key: meta.name for key, meta in plane.event_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                name = names.get(event.metadata_id, "?")
+                total[name] += event.duration_ps / 1e6 / runs
+                count[name] += 1 / runs
+    # Kernels of the loop body run once a step (the loop may stop a step early).
+    step = {n: us for n, us in total.items() if STEPS - 8 <= count[n] <= STEPS + 1}
+    if not step:
+        sys.exit("No per-kernel trace: set XLA_FLAGS=--xla_cpu_enable_xprof_traceme=true")
+    steps = max(count[n] for n in step)
+    print(f"{len(step)} kernels a step, {sum(step.values()) / 1000:.1f} ms over {steps:.0f} steps")
+    kinds = collections.Counter()
+    for name, us in step.items():
+        kinds[_kind(name)] += us
+    for kind, us in kinds.most_common():
+        print(f"  {kind}: {us / 1000:.1f} ms ({us / sum(step.values()):.0%})")
+    print("| kernel | us a step | ms a run |\n| --- | --- | --- |")
+    for name, us in sorted(step.items(), key=lambda item: -item[1])[: args.top]:
+        print(f"| {name} | {us / count[name]:.1f} | {us / 1000:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""What a `--jit-compile` version costs to load: programs, compile time,
+load plus warmup.
+
+Exports the `small` model of `decode_latency.py` with `--jit-compile` and
+its default shapes (or `--batch-sizes`, `--lengths`), then loads it in a
+fresh process as a server does: the session, then every warmup record,
+with XLA's compilation log on (`TF_CPP_VMODULE=device_compiler=1`). Prints
+the program count the export declares, the compilations XLA logged, their
+total time, and the load and warmup times.
+
+    .venv/bin/python benchmarks/jit_load.py [--data DIR] [--batch-sizes 1,8,32] [--lengths ...]
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+_LOAD = """
+import sys, time
+import tensorflow as tf
+from keras_transformer.export import SessionModel
+from keras_transformer.export.warmup import read_warmup_requests
+start = time.perf_counter()
+model = SessionModel(sys.argv[1])
+loaded = time.perf_counter()
+requests = read_warmup_requests(sys.argv[1])
+for request in requests:
+    inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+    model.run(request.model_spec.signature_name, inputs)
+done = time.perf_counter()
+print(f"RESULT {len(requests)} {loaded - start:.2f} {done - loaded:.2f}", flush=True)
+"""
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=os.path.join("..", "shared", "data", "multi30k"))
+    parser.add_argument("--batch-sizes", default=None, help="e.g. 1,8,32")
+    parser.add_argument("--lengths", default=None, help="e.g. 16,32,64")
+    args = parser.parse_args()
+    sys.path[:0] = [HERE, os.path.dirname(HERE)]
+    import decode_latency
+
+    from keras_transformer.export import export_version
+    from keras_transformer.export.compiled import read_export_info
+
+    def ints(text):
+        return [int(v) for v in text.split(",")] if text else None
+
+    base = tempfile.mkdtemp()
+    try:
+        model, source, target, _ = decode_latency.small_model(args.data)
+        path = export_version(
+            model, source, target, base, max_length=128, beam_size=4, check=False,
+            jit_compile=True, batch_sizes=ints(args.batch_sizes), lengths=ints(args.lengths),
+        )  # fmt: skip
+        info = read_export_info(path)
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_VMODULE": "device_compiler=1",
+               "PYTHONPATH": os.path.dirname(HERE)}  # fmt: skip
+        result = subprocess.run([sys.executable, "-c", _LOAD, path], capture_output=True,
+                                text=True, env=env)  # fmt: skip
+        if result.returncode != 0:
+            raise RuntimeError(result.stderr[-3000:])
+        compiles = re.findall(r"Compilation of XLA executable time: .*?\((\d+) us\)", result.stderr)
+        seconds = sum(int(us) for us in compiles) / 1e6
+        _, requests, load, warmup = result.stdout.strip().splitlines()[-1].split()
+        print(f"shapes: batch sizes {info['batch_sizes']}, lengths {info['lengths']}")
+        print(f"programs declared: {info['programs']}; compiled at warmup: {len(compiles)}")
+        print(f"warmup requests: {requests}; compile time, all programs: {seconds:.1f} s")
+        print(f"session load: {load} s; warmup replay (compiles included): {warmup} s")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
