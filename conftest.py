@@ -39,15 +39,36 @@ def rng():
     return np.random.default_rng(0)
 
 
+def _built_once(tmp_path_factory, name, build):
+    """A folder that `build(path)` fills once for the whole run: with
+    pytest-xdist, the first worker builds it and the others wait for it
+    and read it (read-only fixtures only: the workers share it)."""
+    import filelock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' base folders share this parent
+    path, done = root / name, root / f"{name}.done"
+    with filelock.FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            import shutil
+
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir()
+            build(str(path))
+            done.touch()
+    return str(path)
+
+
 @pytest.fixture(scope="session")
 def synthetic_tfds(tmp_path_factory):
     """A TFDS data directory with the synthetic corpus built, for tests that
     only read it (building it takes ~25 s; tests/data builds its own)."""
     from keras_transformer.data import sources
 
-    data_dir = str(tmp_path_factory.mktemp("tfds"))
-    sources.load_dataset("synthetic", "train", data_dir)
-    return data_dir
+    return _built_once(
+        tmp_path_factory, "tfds", lambda path: sources.load_dataset("synthetic", "train", path)
+    )
 
 
 @pytest.fixture(scope="session")
@@ -57,11 +78,15 @@ def trained_run(tmp_path_factory, synthetic_tfds):
     Good enough to translate (not well): the tests compare routes, not
     quality.
     """
+    root = _built_once(tmp_path_factory, "trained", lambda path: _train(path, synthetic_tfds))
+    return {"run": os.path.join(root, "run"), "tfds": synthetic_tfds}
+
+
+def _train(root, synthetic_tfds):
     import subprocess
     import sys
 
-    root = tmp_path_factory.mktemp("trained")
-    run = str(root / "run")
+    run = os.path.join(root, "run")
     args = [
         sys.executable,
         "-m",
@@ -99,7 +124,6 @@ def trained_run(tmp_path_factory, synthetic_tfds):
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
     result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return {"run": run, "tfds": synthetic_tfds}
 
 
 @pytest.fixture(scope="session")

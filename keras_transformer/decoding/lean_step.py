@@ -60,6 +60,8 @@ class LeanStep:
 
     Example:
 
+    >>> import tensorflow as tf
+    >>> from keras_transformer.models import Transformer
     >>> model = Transformer.from_preset("tiny", 100, 100)
     >>> lean = LeanStep(model)
     >>> @tf.function(jit_compile=True)

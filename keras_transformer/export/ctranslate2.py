@@ -17,13 +17,17 @@ length penalty, `length ** length_penalty` against GNMT's `((5 + length) /
 6) ** alpha` here; rescore its n-best with the `score` signature (or
 `Translator.score`) to rank them as ours does. Greedy search is the same.
 
-Example (in a process without TensorFlow: loaded, it slows CTranslate2's
-float32 path several times):
+Example (serve it from a process without TensorFlow: loaded, TensorFlow
+slows CTranslate2's float32 path several times):
 
+>>> model_dir = export_ctranslate2(model, source_tokenizer, target_tokenizer, f"{tmp_dir}/ct2")
 >>> import ctranslate2, sentencepiece
 >>> translator = ctranslate2.Translator(model_dir, inter_threads=1, intra_threads=2)
 >>> sp = sentencepiece.SentencePieceProcessor(model_file=f"{model_dir}/source.model")
->>> result = translator.translate_batch([sp.encode("A dog runs.", out_type=str)])
+>>> result = translator.translate_batch([sp.encode("The dog sleeps.", out_type=str)])
+>>> pieces = result[0].hypotheses[0]  # target pieces: decode with target.model
+>>> isinstance(pieces, list)
+True
 """
 
 import os
