@@ -56,8 +56,7 @@ class Translator(tf.Module):
             Serving's `allowed_batch_sizes`; default `(1, 8, 32)`).
         lengths: the token lengths of the compiled programs (default
             `(16, 24, 32, 48, 64, 96, ...)` up to the longest input or
-            translation);
-            the longest is always included.
+            translation); the longest is always included.
 
     Example:
 
