@@ -29,10 +29,10 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 
 # The TensorFlow and JAX suites run on two pytest-xdist workers: many tests
-# wait on servers and subprocesses; an idle worker takes tests queued for the
-# other (worksteal), so that the long ones do not leave it idle at the end.
-# (Running the JAX and PyTorch suites beside the TensorFlow one was slower:
-# 22.4 min against 20.3.)
+# wait on servers and subprocesses. An idle worker takes tests queued for the
+# other (worksteal; measured about even with xdist's default). Running the
+# JAX and PyTorch suites beside the TensorFlow one was slower (22.4 min
+# against 20.3 to 20.9).
 test: $(STAMP) lint
 	$(PY) -m pytest -n 2 --dist worksteal $(PYTEST_ARGS)
 	KERAS_BACKEND=jax $(PY) -m pytest -n 2 --dist worksteal $(BACKEND_TESTS)
