@@ -118,6 +118,14 @@ class Translator(tf.Module):
         compiled search and the scoring pass run once per shape."""
         return [(b, n) for b in self.batch_sizes for n in self.lengths]
 
+    @property
+    def compiled_searches(self):
+        """What the signatures compile, one program per shape each: beam
+        search (none apart when `beam_size` is 1: it is greedy search),
+        greedy search, sampling and the scoring pass."""
+        searches = ["beam search"] if self.beam_size > 1 else []
+        return searches + ["greedy search", "sampling", "scoring pass"]
+
     def _search(self, context, beam_size, sample=False, seed=None):
         if not self.jit_compile:
             return self._search_ids(context, beam_size, sample, seed)

@@ -23,15 +23,14 @@ _SAME_PROGRAM = {"translate_nbest": "serving_default", "attention": "serving_def
 
 def compiled_info(translator):
     """The description of a compiled export's programs, as a dict."""
-    shapes = translator.compiled_shapes
-    searches = ("beam search", "greedy search", "sampling", "scoring pass")
+    searches = translator.compiled_searches
     return {
         "jit_compile": True,
         "tf_serving_flag": XLA_FLAG,
         "batch_sizes": list(translator.batch_sizes),
         "lengths": list(translator.lengths),
-        "programs": len(shapes) * len(searches),
-        "compiled": list(searches),
+        "programs": len(translator.compiled_shapes) * len(searches),
+        "compiled": searches,
     }
 
 

@@ -105,6 +105,10 @@ def test_the_shapes_are_validated_and_listed():
                             max_output_length=20)  # fmt: skip
     assert translator.lengths == [16, 24, 32, 40]
     assert translator.compiled_shapes[0] == (1, 16) and len(translator.compiled_shapes) == 12
+    assert len(translator.compiled_searches) == 4
+    # One beam is greedy search: the two signatures share one program.
+    greedy_only = Translator(model, None, None, beam_size=1, jit_compile=True)
+    assert greedy_only.compiled_searches == ["greedy search", "sampling", "scoring pass"]
 
 
 def test_start_token_is_where_the_search_starts():
