@@ -16,7 +16,7 @@ from keras_transformer.export.compiled import (
 )
 from keras_transformer.export.servability import check_servable
 from keras_transformer.export.signatures import SIGNATURE_INPUTS, SIGNATURES
-from keras_transformer.export.warmup import warmup_requests, write_warmup_requests
+from keras_transformer.export.warmup import warmup_requests, write_warmup_file
 
 
 def export_translator(
@@ -168,7 +168,7 @@ def export_translator(
         requests = warmup_requests(SIGNATURE_INPUTS)
         if jit_compile:
             requests += compiled_shape_requests(translator, SIGNATURE_INPUTS)
-        write_warmup_requests(export_dir, requests)
+        write_warmup_file(export_dir, requests)
     if check:
         check_servable(export_dir)
     return export_dir

@@ -67,23 +67,23 @@ def warmup_requests(signatures, sentences=DEFAULT_SENTENCES, batch_sizes=(1, 8))
 
 
 def write_warmup_requests(export_dir, signatures, sentences=DEFAULT_SENTENCES, batch_sizes=(1, 8)):
-    """Writes the warmup file of `export_dir`.
-
-    Args:
-        export_dir: a written SavedModel.
-        signatures: a list of `PredictRequest`s to write as they are, or
-            what `warmup_requests` takes (signature names, or a dict of
-            them to their input names).
-        sentences, batch_sizes: see `warmup_requests`.
+    """Writes the warmup file of `export_dir` with `warmup_requests`'
+    requests (arguments as there).
 
     Returns:
         The file's path.
     """
+    return write_warmup_file(export_dir, warmup_requests(signatures, sentences, batch_sizes))
+
+
+def write_warmup_file(export_dir, requests):
+    """Writes `requests` (`PredictRequest`s) as the warmup file of
+    `export_dir`; returns its path.
+
+    Raises:
+        ValueError: more than `MAX_RECORDS` requests.
+    """
     apis = require("tensorflow_serving.apis.prediction_log_pb2", "serving")
-    if isinstance(signatures, (list, tuple)) and all(hasattr(r, "model_spec") for r in signatures):
-        requests = list(signatures)
-    else:
-        requests = warmup_requests(signatures, sentences, batch_sizes)
     if len(requests) > MAX_RECORDS:
         raise ValueError(f"At most {MAX_RECORDS} warmup requests; received {len(requests)}")
     path = os.path.join(export_dir, WARMUP_PATH)
