@@ -31,7 +31,6 @@ True
 """
 
 import os
-import shutil
 
 import numpy as np
 
@@ -209,24 +208,15 @@ def export_ctranslate2(model, source_tokenizer, target_tokenizer, output_dir, qu
 
 def export_ctranslate2_run(run_path, export_base, version=None, weights="auto", quantization=None):
     """Exports a training run to `export_base/<version>/` (by default the
-    next free version), written beside and renamed into place."""
-    from keras_transformer.export.servable import versions
+    next free version), written beside and renamed into place, as
+    `export_version` writes SavedModels."""
+    from keras_transformer.export.servable import write_version
     from keras_transformer.training.run_directory import load_run
 
     require("ctranslate2", "ctranslate2")
     model, source, target, _ = load_run(run_path, weights=weights)
-    os.makedirs(export_base, exist_ok=True)
-    if version is None:
-        existing = versions(export_base)
-        version = existing[-1] + 1 if existing else 1
-    final = os.path.join(export_base, str(version))
-    if os.path.exists(final):
-        raise FileExistsError(f"Version {version} already exists at {final}")
-    staging = os.path.join(export_base, f".staging-ct2-{version}")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        export_ctranslate2(model, source, target, staging, quantization=quantization)
-        os.rename(staging, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return final
+    return write_version(
+        export_base,
+        version,
+        lambda staging: export_ctranslate2(model, source, target, staging, quantization),
+    )

@@ -188,6 +188,19 @@ def export_version(model, source_tokenizer, target_tokenizer, export_base, versi
     The SavedModel is written beside the base and renamed into place, so a
     server watching `export_base` never sees a half-written version.
     """
+    return write_version(
+        export_base,
+        version,
+        lambda staging: export_translator(
+            model, source_tokenizer, target_tokenizer, staging, **kwargs
+        ),
+    )
+
+
+def write_version(export_base, version, write):
+    """Runs `write(folder)` into a staging folder beside `export_base/` and
+    renames it to `export_base/<version>/` (default: the next free version),
+    which must not exist; returns that path."""
     os.makedirs(export_base, exist_ok=True)
     if version is None:
         existing = versions(export_base)
@@ -201,7 +214,7 @@ def export_version(model, source_tokenizer, target_tokenizer, export_base, versi
         )
     staging = os.path.join(export_base, f".staging-{version}-{uuid.uuid4().hex[:8]}")
     try:
-        export_translator(model, source_tokenizer, target_tokenizer, staging, **kwargs)
+        write(staging)
         os.rename(staging, final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
