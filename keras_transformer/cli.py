@@ -201,9 +201,14 @@ def _export(args):
     if args.format == "ctranslate2":
         from keras_transformer.export.ctranslate2 import export_ctranslate2_run
 
-        ignored = [f for f, v in (("--jit-compile", args.jit_compile),) if v]
-        if ignored:
-            raise ValueError(f"{ignored[0]} applies to --format savedmodel only")
+        savedmodel_only = {
+            "--jit-compile": args.jit_compile,
+            "--batch-sizes": args.batch_sizes,
+            "--lengths": args.lengths,
+        }
+        for flag, value in savedmodel_only.items():
+            if value:
+                raise ValueError(f"{flag} applies to --format savedmodel only")
         print(
             export_ctranslate2_run(
                 args.run,
