@@ -25,10 +25,8 @@ threads: TensorFlow's intra-op pool and CTranslate2's `intra_threads`
 """
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -78,26 +76,6 @@ def ct2_times(model_dir, sentences, repeats, threads):
     return results
 
 
-_CHILD = """
-import importlib, json, sys
-sys.path[:0] = json.loads(sys.argv[1])
-function = getattr(importlib.import_module(sys.argv[2]), sys.argv[3])
-print("RESULT " + json.dumps(function(*json.loads(sys.argv[4]))))
-"""
-
-
-def in_fresh_process(module, function, *args, env=None):
-    result = subprocess.run(
-        [sys.executable, "-c", _CHILD, json.dumps([HERE, os.path.dirname(HERE)]), module,
-         function, json.dumps(args)],
-        capture_output=True, text=True, check=False, env={**os.environ, **(env or {})},
-    )  # fmt: skip
-    if result.returncode != 0:
-        raise RuntimeError(f"{function} failed:\n{result.stderr[-3000:]}")
-    line = [x for x in result.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT ") :])
-
-
 def export_all(data_dir, base):
     """The plain, compiled and CTranslate2 (float32, int8) exports of one
     model; returns their paths and the sentences."""
@@ -134,6 +112,10 @@ def main():
                         help="Multi30k directory (tokenizers and test sentences)")  # fmt: skip
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     args = parser.parse_args()
+    sys.path.insert(0, HERE)
+    # Its children run each engine; this process loads TensorFlow, none of them does.
+    from decode_latency import in_fresh_process
+
     base = tempfile.mkdtemp()
     try:
         paths, sentences = in_fresh_process("decode_peers", "export_all", args.data, base)
