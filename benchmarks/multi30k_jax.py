@@ -44,8 +44,8 @@ def prepare(args):
     """Run directory + framed examples, with `train`'s own code (TensorFlow)."""
     import yaml
 
-    from keras_transformer.data import pipeline, sources
-    from keras_transformer.training import trainer
+    from keras_transformer.data import pipeline
+    from keras_transformer.training import preparation, trainer
     from keras_transformer.training.config import TrainConfig
     from keras_transformer.training.run_directory import RunDirectory
 
@@ -56,13 +56,10 @@ def prepare(args):
     run = RunDirectory(config.output_dir)
     os.makedirs(run.path, exist_ok=True)
     run.write_json(run.config, config.to_dict())
-    train_pairs, _ = sources.load_dataset(config.dataset, "train", config.data_dir)
-    source, target = trainer.prepare_tokenizers(
-        run, train_pairs, config.vocab_size, config.tokenizer_sample, joint=config.joint_vocabulary
-    )
+    data = preparation.prepare_data(config, run)
+    source, target = data.source_tokenizer, data.target_tokenizer
     arrays = {}
-    valid_pairs, _ = sources.load_dataset(config.valid, "validation", config.data_dir)
-    for split, pairs in (("train", train_pairs), ("valid", valid_pairs)):
+    for split, pairs in (("train", data.train_pairs), ("valid", data.valid_pairs)):
         examples = pipeline.frame_examples(
             pairs, source, target, config.max_length, config.length_policy
         )

@@ -11,7 +11,8 @@ _ENTRY = re.compile(r"^(\w+):\s*(.*)$")
 
 
 def attribute_docs(cls):
-    """`{field name: description}` from the `Attributes:` section of `cls`.
+    """`{field name: description}` from the `Attributes:` sections of `cls`
+    and of its base classes (a subclass's entry wins).
 
     Args:
         cls: a class whose docstring lists its attributes Google-style.
@@ -32,7 +33,14 @@ def attribute_docs(cls):
     >>> attribute_docs(Point)
     {'x': 'the abscissa, in metres.', 'y': 'the ordinate.'}
     """
-    lines = inspect.cleandoc(cls.__doc__ or "").splitlines()
+    docs = {}
+    for klass in reversed(cls.__mro__):
+        docs.update(_own_attribute_docs(klass.__dict__.get("__doc__")))
+    return docs
+
+
+def _own_attribute_docs(doc):
+    lines = inspect.cleandoc(doc or "").splitlines()
     try:
         start = lines.index("Attributes:") + 1
     except ValueError:

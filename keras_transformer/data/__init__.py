@@ -8,6 +8,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
     globals(),
     {
         "CorpusStats": "sources",
+        "DataConfig": "config",
         "END_ID": "tokenizer",
         "LengthStats": "pipeline",
         "PAD_ID": "tokenizer",

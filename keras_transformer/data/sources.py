@@ -12,8 +12,20 @@ import zlib
 import tensorflow as tf
 
 from keras_transformer._extras import require
+from keras_transformer.data.specs import SYNTHETIC, default_validation_spec, parse_spec
 
-SYNTHETIC = "synthetic"
+__all__ = [
+    "SYNTHETIC",
+    "CorpusError",
+    "CorpusNotFoundError",
+    "CorpusStats",
+    "default_validation_spec",
+    "load_dataset",
+    "parse_spec",
+    "read_lines",
+    "read_parallel_files",
+    "sentences",
+]
 
 
 @dataclasses.dataclass
@@ -108,31 +120,6 @@ def read_parallel_files(source_path, target_path):
     return kept_sources, kept_targets, stats
 
 
-def parse_spec(spec):
-    """Splits a dataset spec into `(kind, argument)`.
-
-    `"synthetic"` -> `("synthetic", None)`; `"parallel:a.en,a.de"` ->
-    `("parallel", ("a.en", "a.de"))`; `"tfds:wmt14_translate/de-en"` ->
-    `("tfds", "wmt14_translate/de-en")`.
-    """
-    if spec == SYNTHETIC:
-        return SYNTHETIC, None
-    kind, _, argument = spec.partition(":")
-    if kind == "parallel":
-        files = [p for p in argument.split(",") if p]
-        if len(files) != 2:
-            raise ValueError(
-                f"A parallel dataset is `parallel:SOURCE_FILE,TARGET_FILE`. Received: {spec!r}"
-            )
-        return kind, tuple(files)
-    if kind == "tfds" and argument:
-        return kind, argument
-    raise ValueError(
-        "Unknown dataset; use `synthetic`, `parallel:SRC_FILE,TGT_FILE` or "
-        f"`tfds:NAME`. Received: {spec!r}"
-    )
-
-
 def _load_tfds(name, split, data_dir):
     tfds = require("tensorflow_datasets")
 
@@ -175,12 +162,6 @@ def load_dataset(spec, split="train", data_dir=None):
         return _load_tfds(argument, split, data_dir)
     sources, targets, stats = read_parallel_files(*argument)
     return tf.data.Dataset.from_tensor_slices((sources, targets)), stats
-
-
-def default_validation_spec(spec):
-    """The validation split that goes with `spec`, or None for files."""
-    kind, _ = parse_spec(spec)
-    return None if kind == "parallel" else (spec, "validation")
 
 
 def sentences(dataset, limit=None):

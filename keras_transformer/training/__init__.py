@@ -8,6 +8,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
     globals(),
     {
         "EpochWeights": "epoch_weights",
+        "PreparedData": "preparation",
         "RunDirectory": "run_directory",
         "TimeLimit": "time_limit",
         "TrainConfig": "config",
@@ -15,6 +16,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "average_weights": "averaging",
         "build_model": "trainer",
         "load_run": "run_directory",
+        "prepare_data": "preparation",
         "set_precision": "trainer",
         "train": "trainer",
     },

@@ -6,21 +6,22 @@ import os
 
 from keras_transformer._extras import require
 from keras_transformer._validation import check_positive_int, check_positive_number
-from keras_transformer.buckets import LENGTH_POLICIES
+from keras_transformer.data.config import DataConfig
 from keras_transformer.models.presets import PRESETS
 
 STRATEGIES = ("auto", "mirrored", "multi_worker")
 BACKENDS = ("tensorflow", "jax", "torch")
 
 
-@dataclasses.dataclass
-class TrainConfig:
+@dataclasses.dataclass(kw_only=True)
+class TrainConfig(DataConfig):
     """Everything `train` needs; the keys of YAML/JSON config files.
 
+    The data and vocabulary keys (`dataset`, `valid`, `data_dir`,
+    `max_length`, `length_policy`, `vocab_size`, `joint_vocabulary`,
+    `tokenizer_sample`) are `DataConfig`'s, shared with `tune`.
+
     Attributes:
-        dataset: `synthetic`, `parallel:SRC,TGT` or `tfds:NAME`.
-        valid: validation data (same forms); default: the dataset's
-            validation split (none for parallel files).
         output_dir: the run directory.
         preset: model architecture (`tiny`, `small`, `base`, `big`).
         model_overrides: constructor arguments replacing the preset's.
@@ -34,15 +35,6 @@ class TrainConfig:
             end of training, write their average (`averaged.weights.h5`),
             which `load_run`, `evaluate` and `export` then use; 0 for none.
         batch_tokens: token budget of a batch.
-        max_length: longest framed sequence; longer pairs are handled
-            by `length_policy`.
-        length_policy: `filter` or `truncate`.
-        vocab_size: subword vocabulary size of each language (of the one
-            joint vocabulary with `joint_vocabulary`).
-        joint_vocabulary: learn one vocabulary from both languages' text
-            and use it on both sides, as a model with `share_embeddings`
-            (the `transformer_tiny` preset) needs.
-        tokenizer_sample: sentences used to learn each vocabulary.
         warmup_steps: learning-rate warmup.
         lr_scale: multiplier of the paper's learning rate.
         peak_learning_rate: the learning rate at the end of warmup, after
@@ -60,14 +52,11 @@ class TrainConfig:
             chosen before Keras is imported, as `keras-transformer train
             --backend` does; the input pipeline is tf.data either way, and
             the run's weights load into any backend (export uses TensorFlow).
-        data_dir: TFDS data directory.
         seed: random seed.
         verbose: Keras progress output: 0 none, 1 a line of steps as they
             run, 2 one line per epoch.
     """
 
-    dataset: str = "synthetic"
-    valid: str | None = None
     output_dir: str = "runs/default"
     preset: str = dataclasses.field(default="tiny", metadata={"choices": tuple(PRESETS)})
     model_overrides: dict = dataclasses.field(default_factory=dict)
@@ -76,11 +65,6 @@ class TrainConfig:
     time_limit_minutes: float | None = None
     average_last: int = 0
     batch_tokens: int = 4096
-    max_length: int = 128
-    length_policy: str = dataclasses.field(default="filter", metadata={"choices": LENGTH_POLICIES})
-    vocab_size: int = 8000
-    joint_vocabulary: bool = False
-    tokenizer_sample: int = 200_000
     warmup_steps: int = 4000
     lr_scale: float = 1.0
     peak_learning_rate: float | None = None
@@ -91,14 +75,11 @@ class TrainConfig:
     devices: list | None = None
     backend: str | None = dataclasses.field(default=None, metadata={"choices": BACKENDS})
     checkpoint_every: int = 200
-    data_dir: str | None = None
     seed: int = 0
     verbose: int = dataclasses.field(default=1, metadata={"choices": (0, 1, 2)})
 
-    def __post_init__(self):
-        self.validate()
-
     def validate(self):
+        super().validate()
         if self.preset not in PRESETS:
             raise ValueError(f"Unknown preset {self.preset!r}; available: {sorted(PRESETS)}")
         if self.strategy not in STRATEGIES:
@@ -108,8 +89,6 @@ class TrainConfig:
         for name in (
             "epochs",
             "batch_tokens",
-            "max_length",
-            "vocab_size",
             "warmup_steps",
             "checkpoint_every",
         ):
@@ -156,10 +135,6 @@ class TrainConfig:
             raise ValueError(
                 f"`strategy={self.strategy!r}` is a tf.distribute strategy and needs "
                 f"backend='tensorflow'. Received: backend={self.backend!r}"
-            )
-        if self.length_policy not in LENGTH_POLICIES:
-            raise ValueError(
-                f"`length_policy` must be filter or truncate. Received: {self.length_policy!r}"
             )
         if self.batch_tokens < self.max_length:
             raise ValueError(

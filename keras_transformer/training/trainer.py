@@ -1,15 +1,12 @@
 """The training job: corpus -> tokenizers -> batches -> `model.fit`."""
 
-import dataclasses
 import os
 
 import keras
 import tensorflow as tf
 
-from keras_transformer.data import pipeline, sources
-from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.models.transformer import Transformer
-from keras_transformer.training import averaging, host_memory, recipe, strategies
+from keras_transformer.training import averaging, host_memory, preparation, recipe, strategies
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training.config import TrainConfig
 from keras_transformer.training.run_directory import RunDirectory
@@ -40,42 +37,6 @@ def set_precision(mixed):
         policy = "mixed_bfloat16"
     keras.config.set_dtype_policy(policy)
     return policy
-
-
-def prepare_tokenizers(run, train_pairs, vocab_size, sample, log=print, save=True, joint=False):
-    """The run's tokenizers: reused when the run has them, else learned.
-
-    Learning is deterministic, so workers that do not `save` (all but the
-    chief) get the same vocabularies without racing for the files. With
-    `joint`, one vocabulary is learned from both sides' sentences and saved
-    as both the source and the target tokenizer (the run directory keeps
-    its layout).
-    """
-    if run.has_tokenizers():
-        log(f"Reusing the tokenizers of {run.path}")
-        return SubwordTokenizer.load(run.source_tokenizer), SubwordTokenizer.load(
-            run.target_tokenizer
-        )
-    src, tgt = sources.sentences(train_pairs, limit=sample)
-    if joint:
-        log(f"Learning one joint {vocab_size}-piece vocabulary from up to {sample} pairs")
-        source = target = SubwordTokenizer.train(src + tgt, vocab_size)
-    else:
-        log(f"Learning {vocab_size}-piece vocabularies from up to {sample} pairs")
-        source = SubwordTokenizer.train(src, vocab_size)
-        target = SubwordTokenizer.train(tgt, vocab_size)
-    if save:
-        source.save(run.source_tokenizer)
-        target.save(run.target_tokenizer)
-    return source, target
-
-
-def _validation(config):
-    if config.valid == "none":
-        return None
-    if config.valid:
-        return config.valid, "validation"
-    return sources.default_validation_spec(config.dataset)
 
 
 def build_model(config, source_vocab, target_vocab, strategy=None):
@@ -137,59 +98,15 @@ def train(config, log=print):
     if is_chief:
         run.write_json(run.config, config.to_dict())
 
-    train_pairs, corpus_stats = sources.load_dataset(config.dataset, "train", config.data_dir)
-    log(f"Training pairs: {corpus_stats.pairs} ({corpus_stats.empty_dropped} empty dropped)")
-    source_tokenizer, target_tokenizer = prepare_tokenizers(
-        run,
-        train_pairs,
-        config.vocab_size,
-        config.tokenizer_sample,
-        log,
-        save=is_chief,
-        joint=config.joint_vocabulary,
+    data = preparation.prepare_data(config, run, log, save=is_chief)
+    train_batches = data.train_batches(
+        config.batch_tokens, seed=config.seed, repeat=config.steps_per_epoch is not None
     )
-
-    framed = pipeline.tokenize_pairs(
-        train_pairs, source_tokenizer, target_tokenizer, config.max_length, config.length_policy
-    )
-    length_stats = pipeline.length_stats(framed, config.length_policy)
-    log(f"Length filter: {length_stats.describe()}")
-    if is_chief:
-        run.write_json(
-            run.data_stats,
-            {
-                "corpus": dataclasses.asdict(corpus_stats),
-                "length": dataclasses.asdict(length_stats),
-                "source_vocab_size": source_tokenizer.vocab_size,
-                "target_vocab_size": target_tokenizer.vocab_size,
-            },
-        )
-
-    batching = dict(
-        batch_tokens=config.batch_tokens, max_length=config.max_length, policy=config.length_policy
-    )
-    train_batches = pipeline.make_batches(
-        train_pairs,
-        source_tokenizer,
-        target_tokenizer,
-        seed=config.seed,
-        repeat=config.steps_per_epoch is not None,
-        **batching,
-    )
-    valid_spec = _validation(config)
-    valid_batches = None
-    if valid_spec is not None:
-        valid_pairs, valid_stats = sources.load_dataset(
-            valid_spec[0], valid_spec[1], config.data_dir
-        )
-        log(f"Validation pairs: {valid_stats.pairs}")
-        valid_batches = pipeline.make_batches(
-            valid_pairs, source_tokenizer, target_tokenizer, shuffle=False, **batching
-        )
+    valid_batches = data.valid_batches(config.batch_tokens)
 
     with strategy.scope():
         model = build_model(
-            config, source_tokenizer.vocab_size, target_tokenizer.vocab_size, strategy
+            config, data.source_tokenizer.vocab_size, data.target_tokenizer.vocab_size, strategy
         )
     if is_chief:
         run.write_json(run.model_config, {**model.get_config(), "dtype": None})

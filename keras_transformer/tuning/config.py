@@ -3,6 +3,7 @@
 import dataclasses
 
 from keras_transformer._validation import check_positive_int
+from keras_transformer.data.config import DataConfig
 from keras_transformer.tuning.space import DEFAULT_SPACE
 
 TUNERS = ("random", "hyperband", "bayesian")
@@ -16,17 +17,16 @@ OBJECTIVES = {
 }
 
 
-@dataclasses.dataclass
-class TuneConfig:
+@dataclasses.dataclass(kw_only=True)
+class TuneConfig(DataConfig):
     """Everything `tune` needs.
 
+    The data and vocabulary keys are `DataConfig`'s, shared with `train`;
+    here `dataset` is required, and the search needs validation data.
+
     Attributes:
-        dataset: `synthetic`, `parallel:SRC,TGT` or `tfds:NAME`.
         directory: where the search keeps its trials, tokenizers and
             results; a search started again here resumes.
-        valid: validation data (same forms); default: the dataset's
-            validation split (parallel files have none: pass it).
-        data_dir: TFDS data directory.
         tuner: keras-tuner's search algorithm.
         max_trials: how many hyperparameter sets are tried (Hyperband
             decides its own count from `epochs`).
@@ -40,9 +40,6 @@ class TuneConfig:
             Dimensions: num_layers, d_model, num_heads, dff, dropout_rate,
             norm_first, warmup_steps, label_smoothing and batch_tokens (their
             default choices: `TransformerHyperModel`'s `DEFAULT_SPACE`).
-        vocab_size: subword vocabulary size of each language.
-        tokenizer_sample: sentences used to learn each vocabulary.
-        max_length: longest framed sequence; longer pairs are left out.
         bleu_sentences: validation sentences translated for `val_bleu`.
         train_best: after the search, train the best configuration into
             `DIRECTORY/best_run` (a run `evaluate` and `export` accept).
@@ -53,10 +50,8 @@ class TuneConfig:
             steps as they run, 2 one line per epoch.
     """
 
-    dataset: str
+    dataset: str = dataclasses.field()
     directory: str
-    valid: str | None = None
-    data_dir: str | None = None
     tuner: str = dataclasses.field(default="random", metadata={"choices": TUNERS})
     max_trials: int = 10
     epochs: int = 2
@@ -65,9 +60,6 @@ class TuneConfig:
         default="val_masked_accuracy", metadata={"choices": tuple(OBJECTIVES)}
     )
     space: dict = dataclasses.field(default_factory=dict)
-    vocab_size: int = 8000
-    tokenizer_sample: int = 200_000
-    max_length: int = 128
     bleu_sentences: int = 200
     train_best: bool = False
     best_epochs: int | None = None
@@ -75,13 +67,14 @@ class TuneConfig:
     seed: int = 0
     verbose: int = dataclasses.field(default=1, metadata={"choices": (0, 1, 2)})
 
-    def __post_init__(self):
-        self.validate()
-
     def validate(self):
-        for name in ("dataset", "directory"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ValueError(f"`{name}` is required. Received: {name}={getattr(self, name)!r}")
+        super().validate()
+        if not isinstance(self.directory, str) or not self.directory:
+            raise ValueError(f"`directory` is required. Received: directory={self.directory!r}")
+        if self.validation_spec() is None:
+            raise ValueError(
+                "Tuning needs validation data: give `valid` (`--valid`) for parallel files"
+            )
         if self.tuner not in TUNERS:
             raise ValueError(f"`tuner` must be one of {TUNERS}. Received: tuner={self.tuner!r}")
         if self.objective not in OBJECTIVES:
@@ -89,7 +82,7 @@ class TuneConfig:
                 f"`objective` must be one of {tuple(OBJECTIVES)}. "
                 f"Received: objective={self.objective!r}"
             )
-        for name in ("max_trials", "epochs", "vocab_size", "tokenizer_sample", "max_length"):
+        for name in ("max_trials", "epochs"):
             check_positive_int(name, getattr(self, name))
         check_positive_int("bleu_sentences", self.bleu_sentences)
         for name in ("steps_per_epoch", "best_epochs"):

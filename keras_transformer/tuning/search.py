@@ -8,7 +8,6 @@ An interrupted search started again with the same command resumes
 (`overwrite=False`): finished trials are kept, unfinished ones rerun.
 """
 
-import dataclasses
 import json
 import os
 import shutil
@@ -16,9 +15,9 @@ import shutil
 import keras
 
 from keras_transformer._extras import require
-from keras_transformer.data import pipeline, sources
+from keras_transformer.data import sources
+from keras_transformer.training.preparation import prepare_data
 from keras_transformer.training.run_directory import RunDirectory
-from keras_transformer.training.trainer import prepare_tokenizers
 from keras_transformer.tuning.bleu_callback import BleuCallback
 from keras_transformer.tuning.config import OBJECTIVES, TUNERS, TuneConfig
 from keras_transformer.tuning.hypermodel import MODEL_DIMENSIONS, TransformerHyperModel
@@ -84,28 +83,23 @@ def run_search(options, log=print):
     os.makedirs(config.directory, exist_ok=True)
     run = RunDirectory(config.directory)
     keras.utils.set_random_seed(config.seed)
-    train_pairs, stats = sources.load_dataset(config.dataset, "train", config.data_dir)
-    log(f"Training pairs: {stats.pairs}")
-
-    source_tok, target_tok = prepare_tokenizers(
-        run, train_pairs, config.vocab_size, config.tokenizer_sample, log, save=_is_chief()
-    )
-
-    valid_spec = config.valid or sources.default_validation_spec(config.dataset)
-    valid_spec = (valid_spec, "validation") if isinstance(valid_spec, str) else valid_spec
-    if valid_spec is None:
-        raise ValueError("Tuning needs validation data: pass --valid for parallel files")
-    valid_pairs, _ = sources.load_dataset(valid_spec[0], valid_spec[1], config.data_dir)
+    data = prepare_data(config, run, log, save=_is_chief())
 
     callbacks = []
     if config.objective == "val_bleu":
-        src, refs = sources.sentences(valid_pairs, limit=config.bleu_sentences)
+        src, refs = sources.sentences(data.valid_pairs, limit=config.bleu_sentences)
         callbacks.append(
-            BleuCallback(src, refs, source_tok, target_tok, max_length=config.max_length)
+            BleuCallback(
+                src,
+                refs,
+                data.source_tokenizer,
+                data.target_tokenizer,
+                max_length=config.max_length,
+            )
         )
     hypermodel = TransformerHyperModel(
-        source_tok.vocab_size,
-        target_tok.vocab_size,
+        data.source_tokenizer.vocab_size,
+        data.target_tokenizer.vocab_size,
         max_length=max(config.max_length, 256),
         objective_callbacks=callbacks,
         jit_compile=config.jit_compile,
@@ -123,21 +117,10 @@ def run_search(options, log=print):
 
     # The training pipeline's examples; each trial batches them by its
     # sampled token budget (`TransformerHyperModel.fit`).
-    train_examples = pipeline.frame_examples(
-        train_pairs, source_tok, target_tok, config.max_length
-    ).cache()
-    train_examples = train_examples.shuffle(20_000, seed=config.seed)
-    if config.steps_per_epoch:
-        train_examples = train_examples.repeat()
-    train_examples = train_examples.map(lambda s, t_in, t_out: ((s, t_in), t_out))
-    valid_batches = pipeline.make_batches(
-        valid_pairs,
-        source_tok,
-        target_tok,
-        batch_tokens=max(VALID_BATCH_TOKENS, config.max_length),
-        max_length=config.max_length,
-        shuffle=False,
-    )
+    train_examples = data.train_examples(
+        seed=config.seed, repeat=config.steps_per_epoch is not None
+    ).map(lambda s, t_in, t_out: ((s, t_in), t_out))
+    valid_batches = data.valid_batches(max(VALID_BATCH_TOKENS, config.max_length))
     tuner.search(
         train_examples,
         validation_data=valid_batches,
@@ -183,25 +166,19 @@ def train_best(options, best, search_run, log=print):
                 os.path.join(target.path, "tokenizers", name + ext),
             )
     values = best.values
-    # The options both configs name (data, lengths, vocabulary, seed,
-    # jit_compile, ...) carry over by name, so none is dropped.
-    tune_fields = {f.name for f in dataclasses.fields(config)}
-    shared = {
-        f.name: getattr(config, f.name)
-        for f in dataclasses.fields(TrainConfig)
-        if f.name in tune_fields
-    }
     train_config = TrainConfig(
-        **{
-            **shared,
-            "epochs": config.best_epochs or config.epochs,
-            "output_dir": output,
-            "preset": "tiny",
-            "model_overrides": {k: values[k] for k in MODEL_DIMENSIONS},
-            "warmup_steps": int(values["warmup_steps"]),
-            "label_smoothing": float(values["label_smoothing"]),
-            "batch_tokens": int(values.get("batch_tokens", 4096)),
-        }
+        **config.data_options(),
+        output_dir=output,
+        epochs=config.best_epochs or config.epochs,
+        steps_per_epoch=config.steps_per_epoch,
+        jit_compile=config.jit_compile,
+        seed=config.seed,
+        verbose=config.verbose,
+        preset="tiny",
+        model_overrides={k: values[k] for k in MODEL_DIMENSIONS},
+        warmup_steps=int(values["warmup_steps"]),
+        label_smoothing=float(values["label_smoothing"]),
+        batch_tokens=int(values.get("batch_tokens", 4096)),
     )
     log(f"Training the best configuration into {output}")
     train(train_config, log=log)
