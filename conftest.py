@@ -101,7 +101,7 @@ def _train(root, synthetic_tfds):
         "--preset",
         "tiny",
         "--model-overrides",
-        '{"num_layers": 1, "d_model": 64, "num_heads": 4, "dff": 128, "dropout_rate": 0.0}',
+        '{"num_layers": 1, "d_model": 64, "num_heads": 4, "dff": 128, "dropout": 0.0}',
         "--vocab-size",
         "300",
         "--tokenizer-sample",

@@ -62,7 +62,7 @@ PY=${PY:-.venv/bin/python}
 MIXED=${MIXED:---no-mixed-precision}
 if [ "$RECIPE" = tiny3 ]; then
   RECIPE_FLAGS=(--preset tiny --model-overrides \
-    "{\"num_layers\": 3, \"dropout_rate\": ${DROPOUT:-0.2}, \"attention_dropout_rate\": 0.1}" --no-joint-vocabulary
+    "{\"num_layers\": 3, \"dropout\": ${DROPOUT:-0.2}, \"attention_dropout\": 0.1}" --no-joint-vocabulary
     --vocab-size 8000 --max-length 64 --batch-tokens 4096 --epochs "${TINY3_EPOCHS[0]}"
     --steps-per-epoch 100 --average-last "${AVERAGE:-${TINY3_EPOCHS[1]}}" --warmup-steps "${WARMUP:-600}" --lr-scale 1.0
     --label-smoothing 0.1 --verbose 2)

@@ -55,7 +55,7 @@ def model_flops_per_step():
 def ours():
     from keras_transformer.models import Transformer
 
-    model = Transformer(LAYERS, D_MODEL, HEADS, DFF, VOCAB, VOCAB, dropout_rate=0.1)
+    model = Transformer(LAYERS, D_MODEL, HEADS, DFF, VOCAB, VOCAB, dropout=0.1)
     model.build(((None, None), (None, None)))
     return model
 

@@ -40,7 +40,7 @@ def main():
         data_dir=TFDS,
         output_dir=RUN,
         preset="tiny",
-        model_overrides={"dropout_rate": 0.0},  # the task is noise-free
+        model_overrides={"dropout": 0.0},  # the task is noise-free
         epochs=max(1, steps // 250),
         steps_per_epoch=min(250, steps),
         batch_tokens=4096,

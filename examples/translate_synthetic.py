@@ -21,9 +21,9 @@ config = TrainConfig(
     data_dir=TFDS,
     output_dir=RUN,
     preset="tiny",
-    model_overrides={"dropout_rate": 0.0}
+    model_overrides={"dropout": 0.0}
     if not QUICK
-    else {"num_layers": 1, "d_model": 64, "num_heads": 2, "dff": 128, "dropout_rate": 0.0},
+    else {"num_layers": 1, "d_model": 64, "num_heads": 2, "dff": 128, "dropout": 0.0},
     epochs=6 if not QUICK else 1,
     steps_per_epoch=250 if not QUICK else 20,
     batch_tokens=4096 if not QUICK else 1024,

@@ -98,7 +98,7 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
     Example:
 
     A bigram table as the step function (with a `Transformer`, pass
-    `model.decode_step` and `model.init_decoding_state(context_ids,
+    `model.decode_step` and `model.init_decoding_state(source_ids,
     max_length)`): after the start token 2, token 4 (p=0.6) or the end
     token 3 (p=0.37); after 4, the end token (p=0.9).
 

@@ -44,7 +44,7 @@ def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, al
     Example:
 
     With the bigram table of `beam_search`'s example (a `Transformer`
-    gives `model.decode_step` and `model.init_decoding_state(context_ids,
+    gives `model.decode_step` and `model.init_decoding_state(source_ids,
     max_length)` instead):
 
     >>> import tensorflow as tf

@@ -65,8 +65,8 @@ class LeanStep:
     >>> model = Transformer.from_preset("tiny", 100, 100)
     >>> lean = LeanStep(model)
     >>> @tf.function(jit_compile=True)
-    ... def first_logits(context_ids):
-    ...     constant, state = lean.initial_state(context_ids, max_length=8)
+    ... def first_logits(source_ids):
+    ...     constant, state = lean.initial_state(source_ids, max_length=8)
     ...     logits, _ = lean.step_fn(constant)(tf.fill([2], 2), 0, state)
     ...     return logits
     >>> tuple(first_logits(tf.ones((2, 5), tf.int32)).shape)
@@ -104,7 +104,7 @@ class LeanStep:
             )
         return [tf.nest.map_structure(lambda t: tf.cast(t, self.dtype), b) for b in blocks]
 
-    def initial_state(self, context_ids, max_length):
+    def initial_state(self, source_ids, max_length):
         """Encodes the source; returns `(constant, state)`.
 
         `constant` (the encoder's keys and values per block, `[batch, heads,
@@ -114,8 +114,8 @@ class LeanStep:
         `[batch, heads, max_length, head_dim]`) is the search's state.
         """
         model = self.model
-        encoded = model.encode(context_ids, training=False)
-        batch = tf.shape(context_ids)[0]
+        encoded = model.encode(source_ids, training=False)
+        batch = tf.shape(source_ids)[0]
         rows = tf.reshape(encoded, [-1, model.d_model])
         cross = []
         for block in model.decoder.blocks:
@@ -128,11 +128,11 @@ class LeanStep:
                 pair.append(tf.transpose(projected, [0, 2, 1, 3]))
             cross.append(tuple(pair))
         constant = {
-            "cross": tuple(cross),
-            "source_mask": tf.not_equal(context_ids, 0)[:, None, None, :],
+            "cross_attention_cache": tuple(cross),
+            "source_mask": tf.not_equal(source_ids, 0)[:, None, None, :],
         }
         zeros = tf.zeros([batch, self.heads, max_length, self.head_dim], self.dtype)
-        state = {"cache": tuple((zeros, zeros) for _ in model.decoder.blocks)}
+        state = {"self_attention_cache": tuple((zeros, zeros) for _ in model.decoder.blocks)}
         return constant, state
 
     def step_fn(self, constant):
@@ -150,14 +150,14 @@ class LeanStep:
             x = model.target_embedding(ids[:, None], start_index=index)[:, 0]  # [rows, d]
             # A padding token as query attends to nothing, as in the model.
             is_token = tf.not_equal(ids, 0)[:, None, None, None]
-            length = state["cache"][0][0].shape[2]
+            length = state["self_attention_cache"][0][0].shape[2]
             written = (tf.range(length) <= index)[None, None, None, :]
             own_mask = tf.logical_and(written, is_token)
             cross_mask = tf.logical_and(constant["source_mask"], is_token)
             caches = []
             blocks = model.decoder.blocks
             for block, w, (keys, values), (cross_keys, cross_values) in zip(
-                blocks, weights, state["cache"], constant["cross"]
+                blocks, weights, state["self_attention_cache"], constant["cross_attention_cache"]
             ):
                 h = block.self_attention_norm(x) if norm_first else x
                 qkv = tf.matmul(h, w["qkv_kernel"]) + w["qkv_bias"]
@@ -180,6 +180,6 @@ class LeanStep:
                 x = residual(x, block.feed_forward(h, training=False), block.feed_forward_norm)
             if model.decoder.final_norm is not None:
                 x = model.decoder.final_norm(x)
-            return model._logits(x), {"cache": tuple(caches)}
+            return model._logits(x), {"self_attention_cache": tuple(caches)}
 
         return step

@@ -209,11 +209,14 @@ class Translator(tf.Module):
             # The encoder's keys, values and mask are the same for every beam
             # of a row and never change: the step closes over them (tiled
             # once) instead of the search carrying and reordering them.
-            constant = {key: value for key, value in state.items() if key != "cache"}
+            cache = state.pop("self_attention_cache")
+            constant = state
             # Per-layer caches: the decoder then neither slices nor restacks
             # the whole cache at every step.
-            constant["cross_cache"] = tuple(tf.unstack(constant["cross_cache"], axis=1))
-            state = {"cache": tuple(tf.unstack(state["cache"], axis=1))}
+            constant["cross_attention_cache"] = tuple(
+                tf.unstack(constant["cross_attention_cache"], axis=1)
+            )
+            state = {"self_attention_cache": tuple(tf.unstack(cache, axis=1))}
         if beam_size > 1:
             constant = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), constant)
 
@@ -222,10 +225,8 @@ class Translator(tf.Module):
         else:
 
             def step(ids, index, loop_state):
-                logits, new_state = self.model.decode_step(
-                    ids, index, {**constant, "cache": loop_state["cache"]}
-                )
-                return logits, {"cache": new_state["cache"]}
+                logits, new_state = self.model.decode_step(ids, index, {**constant, **loop_state})
+                return logits, {"self_attention_cache": new_state["self_attention_cache"]}
 
         start = tf.fill([batch], START_ID)
         options = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)

@@ -3,8 +3,9 @@
 import keras
 from keras import ops
 
+from keras_transformer import _renames
 from keras_transformer.layers import _blocks
-from keras_transformer.layers.decoder_block import DecoderBlock
+from keras_transformer.layers.decoder_block import CACHE_RENAMES, DecoderBlock
 
 
 def _layer_cache(cache, index):
@@ -22,10 +23,11 @@ class Decoder(_blocks.StackLayer):
     The caches of all blocks are stacked into one tensor each, so that a
     search can tile and reorder them as one piece of state:
     self-attention `[batch, num_layers, 2, max_length, heads, head_dim]` from
-    `init_cache`, cross-attention `[batch, num_layers, 2, source_length,
-    heads, head_dim]` from `precompute_cross_cache`. Either may also be a
-    list (or tuple) of the blocks' caches, e.g. `ops.unstack(cache, axis=1)`,
-    and the self-attention cache is then returned as a list (tuple): a
+    `init_self_attention_cache`, cross-attention `[batch, num_layers, 2,
+    source_length, heads, head_dim]` from `precompute_cross_attention_cache`.
+    Either may also be a list (or tuple) of the blocks' caches, e.g.
+    `ops.unstack(cache, axis=1)`, and the self-attention cache is then
+    returned as a list (tuple): a
     decoding loop that carries it so saves slicing and restacking the whole
     cache at every step.
 
@@ -41,9 +43,11 @@ class Decoder(_blocks.StackLayer):
         encoder_outputs: `[batch, source_length, d_model]` or `None`.
         inputs_mask, encoder_outputs_mask: padding masks, filled by Keras.
         attention_mask: extra self-attention mask, see `DecoderBlock`.
-        cache: stacked self-attention cache; then `cache_index` is required
-            and the call returns `(outputs, cache)`.
-        cross_cache: stacked cross-attention cache.
+        self_attention_cache: stacked self-attention cache (formerly
+            `cache`); then `cache_index` is required and the call returns
+            `(outputs, self_attention_cache)`.
+        cross_attention_cache: stacked cross-attention cache (formerly
+            `cross_cache`).
         cache_index: position of `inputs[:, 0]`.
         training: whether dropout is active.
         return_attention_scores: also return the last block's
@@ -51,7 +55,8 @@ class Decoder(_blocks.StackLayer):
             source_length]`.
 
     Returns:
-        `[batch, target_length, d_model]`, or `(outputs, cache)`; either
+        `[batch, target_length, d_model]`, or `(outputs,
+        self_attention_cache)`; either
         followed by the cross-attention weights when
         `return_attention_scores=True`.
 
@@ -65,15 +70,20 @@ class Decoder(_blocks.StackLayer):
     def build(self, inputs_shape, encoder_outputs_shape=None):
         self._build_stack(DecoderBlock, inputs_shape, encoder_outputs_shape)
 
-    def init_cache(self, batch_size, max_length):
+    def init_self_attention_cache(self, batch_size, max_length):
         """Empty stacked self-attention cache."""
-        caches = [block.init_cache(batch_size, max_length) for block in self.blocks]
+        caches = [block.init_self_attention_cache(batch_size, max_length) for block in self.blocks]
         return ops.stack(caches, axis=1)
 
-    def precompute_cross_cache(self, encoder_outputs):
+    def precompute_cross_attention_cache(self, encoder_outputs):
         """Encoder keys and values of every block, projected once."""
-        caches = [block.precompute_cross_cache(encoder_outputs) for block in self.blocks]
+        caches = [block.precompute_cross_attention_cache(encoder_outputs) for block in self.blocks]
         return ops.stack(caches, axis=1)
+
+    init_cache = _renames.deprecated_method("init_cache", "init_self_attention_cache")
+    precompute_cross_cache = _renames.deprecated_method(
+        "precompute_cross_cache", "precompute_cross_attention_cache"
+    )
 
     def cross_attention_scores(
         self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None
@@ -97,12 +107,18 @@ class Decoder(_blocks.StackLayer):
         inputs_mask=None,
         encoder_outputs_mask=None,
         attention_mask=None,
-        cache=None,
-        cross_cache=None,
+        self_attention_cache=None,
+        cross_attention_cache=None,
         cache_index=None,
         training=None,
         return_attention_scores=False,
+        **deprecated,
     ):
+        renamed = _renames.pop_renamed(deprecated, CACHE_RENAMES, "Decoder")
+        if deprecated:
+            raise TypeError(f"Decoder got unexpected keyword arguments {sorted(deprecated)}")
+        cache = renamed.get("self_attention_cache", self_attention_cache)
+        cross_cache = renamed.get("cross_attention_cache", cross_attention_cache)
         x = inputs
         new_caches = []
         scores = None

@@ -2,7 +2,12 @@
 
 import keras
 
+from keras_transformer import _renames
 from keras_transformer.layers import _blocks
+
+# The cache arguments of 0.1.0's `Decoder` and `Transformer.decode`, now
+# named as `DecoderBlock` (and keras-hub) name them.
+CACHE_RENAMES = {"cache": "self_attention_cache", "cross_cache": "cross_attention_cache"}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -14,10 +19,11 @@ class DecoderBlock(_blocks.BlockLayer):
     the encoder output's padding mask. Without `encoder_outputs` the block is
     a decoder-only (language model) block and skips cross-attention.
 
-    Incremental decoding: pass `self_attention_cache` (from `init_cache`) and
-    `cache_index`; the block then returns `(outputs, self_attention_cache)`.
-    `cross_attention_cache` (from `precompute_cross_cache`) saves projecting
-    the encoder output at every step.
+    Incremental decoding: pass `self_attention_cache` (from
+    `init_self_attention_cache`) and `cache_index`; the block then returns
+    `(outputs, self_attention_cache)`. `cross_attention_cache` (from
+    `precompute_cross_attention_cache`) saves projecting the encoder output
+    at every step.
 
     Args:
         d_model: model width; `d_model % num_heads == 0`.
@@ -84,13 +90,18 @@ class DecoderBlock(_blocks.BlockLayer):
         self.cross_attention_dropout = _blocks.dropout(self, "cross_attention_dropout")
         self._build_feed_forward(inputs_shape)
 
-    def init_cache(self, batch_size, max_length):
+    def init_self_attention_cache(self, batch_size, max_length):
         """Empty self-attention cache `[batch, 2, max_length, heads, head_dim]`."""
         return self.self_attention.init_cache(batch_size, max_length)
 
-    def precompute_cross_cache(self, encoder_outputs):
+    def precompute_cross_attention_cache(self, encoder_outputs):
         """Projected encoder keys and values, `[batch, 2, source_length, ...]`."""
         return self.cross_attention.precompute_cache(encoder_outputs)
+
+    init_cache = _renames.deprecated_method("init_cache", "init_self_attention_cache")
+    precompute_cross_cache = _renames.deprecated_method(
+        "precompute_cross_cache", "precompute_cross_attention_cache"
+    )
 
     def call(
         self,

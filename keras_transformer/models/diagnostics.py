@@ -28,7 +28,7 @@ def _ensure_built(model):
         model.build(((None, None), (None, None)))
 
 
-def encoder_position_similarity(model, context_ids):
+def encoder_position_similarity(model, source_ids):
     """How alike the encoder makes the positions of a sentence, layer by layer.
 
     For the embedding output and after each encoder block: the cosine
@@ -40,7 +40,7 @@ def encoder_position_similarity(model, context_ids):
 
     Args:
         model: a `Transformer`.
-        context_ids: int `[batch, source_length]`, 0 is padding; sentences
+        source_ids: int `[batch, source_length]`, 0 is padding; sentences
             need two tokens or more to count.
 
     Returns:
@@ -55,8 +55,8 @@ def encoder_position_similarity(model, context_ids):
     3
     """
     _ensure_built(model)
-    mask = ops.not_equal(context_ids, 0)
-    hidden = model.source_embedding(context_ids)
+    mask = ops.not_equal(source_ids, 0)
+    hidden = model.source_embedding(source_ids)
     similarities = [_cosine_similarity_between_positions(hidden, mask)]
     blocks = model.encoder.blocks
     for i, block in enumerate(blocks):
@@ -67,7 +67,7 @@ def encoder_position_similarity(model, context_ids):
     return similarities
 
 
-def cross_attention_entropy(model, context_ids, target_ids):
+def cross_attention_entropy(model, source_ids, target_ids):
     """How evenly each decoder block's cross-attention spreads over the source.
 
     The entropy of each head's attention weights over the source, divided
@@ -78,7 +78,7 @@ def cross_attention_entropy(model, context_ids, target_ids):
 
     Args:
         model: a `Transformer`.
-        context_ids: int `[batch, source_length]`, 0 is padding.
+        source_ids: int `[batch, source_length]`, 0 is padding.
         target_ids: int `[batch, target_length]`, the decoder's input (start
             token first), 0 is padding.
 
@@ -95,10 +95,10 @@ def cross_attention_entropy(model, context_ids, target_ids):
     (2, True)
     """
     _ensure_built(model)
-    source_mask = ops.not_equal(context_ids, 0)
+    source_mask = ops.not_equal(source_ids, 0)
     target_mask = ops.not_equal(target_ids, 0)
     source_lengths = ops.sum(ops.cast(source_mask, "float32"), axis=-1)
-    encoded = model.encode(context_ids, training=False)
+    encoded = model.encode(source_ids, training=False)
     hidden = model.target_embedding(target_ids)
     # [batch, 1, target_length]: the target positions that count.
     weights = ops.cast(target_mask, "float32")[:, None, :]

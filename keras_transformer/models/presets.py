@@ -2,11 +2,11 @@
 
 PRESETS = {
     # For tests, demos and the synthetic task: trains in minutes on a CPU.
-    "tiny": dict(num_layers=2, d_model=128, num_heads=4, dff=512, dropout_rate=0.1),
-    "small": dict(num_layers=3, d_model=256, num_heads=4, dff=1024, dropout_rate=0.1),
+    "tiny": dict(num_layers=2, d_model=128, num_heads=4, dff=512, dropout=0.1),
+    "small": dict(num_layers=3, d_model=256, num_heads=4, dff=1024, dropout=0.1),
     # "Attention Is All You Need", Table 3.
-    "base": dict(num_layers=6, d_model=512, num_heads=8, dff=2048, dropout_rate=0.1),
-    "big": dict(num_layers=6, d_model=1024, num_heads=16, dff=4096, dropout_rate=0.3),
+    "base": dict(num_layers=6, d_model=512, num_heads=8, dff=2048, dropout=0.1),
+    "big": dict(num_layers=6, d_model=1024, num_heads=16, dff=4096, dropout=0.3),
     # "Transformer-Tiny" of Wu et al. (ACL 2021), the strongest text-only
     # Transformer on Multi30k: one embedding for source, target and output,
     # so the run needs one joint vocabulary (TrainConfig.joint_vocabulary).
@@ -17,8 +17,8 @@ PRESETS = {
         d_model=128,
         num_heads=4,
         dff=256,
-        dropout_rate=0.3,
-        attention_dropout_rate=0.0,
+        dropout=0.3,
+        attention_dropout=0.0,
         share_embeddings=True,
     ),
 }

@@ -3,15 +3,25 @@
 import keras
 from keras import ops
 
+from keras_transformer import _renames
 from keras_transformer.layers import Decoder, Encoder, PositionalEmbedding, _rows
+from keras_transformer.layers.decoder_block import CACHE_RENAMES
 from keras_transformer.models.presets import preset_config
+
+# The names of 0.1.0 and the ones that replace them: configs saved with the
+# old keys still load, and code using them gets a `DeprecationWarning`.
+RENAMED_ARGUMENTS = {
+    "input_vocab_size": "source_vocab_size",
+    "dropout_rate": "dropout",
+    "attention_dropout_rate": "attention_dropout",
+}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(keras.Model):
     """Encoder-decoder Transformer for sequence-to-sequence tasks.
 
-    `call((context_ids, target_ids))` returns float32 logits for the next
+    `call((source_ids, target_ids))` returns float32 logits for the next
     token at every target position (teacher forcing). For decoding, `encode`
     and `decode` are separate entry points, and `init_decoding_state` with
     `decode_step` form the step function that `keras_transformer.decoding`
@@ -24,9 +34,11 @@ class Transformer(keras.Model):
         d_model: model width.
         num_heads: attention heads; must divide `d_model`.
         dff: feed-forward hidden size.
-        input_vocab_size: source vocabulary size.
+        source_vocab_size: source vocabulary size (formerly
+            `input_vocab_size`).
         target_vocab_size: target vocabulary size.
-        dropout_rate: dropout of the embeddings and of every residual branch.
+        dropout: dropout of the embeddings and of every residual branch
+            (formerly `dropout_rate`), as the layers' `dropout`.
         max_length: longest source or target sequence.
         norm_first: pre-norm blocks instead of the paper's post-norm.
         share_embeddings: one embedding matrix for source, target and the
@@ -37,8 +49,9 @@ class Transformer(keras.Model):
         layer_norm_epsilon: epsilon of every layer norm.
         kernel_initializer: initializer of the blocks' kernels.
         bias_initializer: initializer of the blocks' biases.
-        attention_dropout_rate: dropout of the attention weights; `None`
-            (default) uses `dropout_rate`, as the paper (fairseq uses 0).
+        attention_dropout: dropout of the attention weights (formerly
+            `attention_dropout_rate`); `None` (default) uses `dropout`, as
+            the paper (fairseq uses 0).
         **kwargs: base model arguments.
 
     Example:
@@ -55,9 +68,9 @@ class Transformer(keras.Model):
         d_model,
         num_heads,
         dff,
-        input_vocab_size,
-        target_vocab_size,
-        dropout_rate=0.1,
+        source_vocab_size=None,
+        target_vocab_size=None,
+        dropout=0.1,
         max_length=2048,
         norm_first=False,
         share_embeddings=False,
@@ -66,24 +79,34 @@ class Transformer(keras.Model):
         layer_norm_epsilon=1e-6,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
-        attention_dropout_rate=None,
+        attention_dropout=None,
         **kwargs,
     ):
+        renamed = _renames.pop_renamed(kwargs, RENAMED_ARGUMENTS, "Transformer")
         super().__init__(**kwargs)
-        if share_embeddings and input_vocab_size != target_vocab_size:
+        source_vocab_size = _renames.resolve("source_vocab_size", source_vocab_size, None, renamed)
+        dropout = _renames.resolve("dropout", dropout, 0.1, renamed)
+        attention_dropout = _renames.resolve("attention_dropout", attention_dropout, None, renamed)
+        for name, size in (
+            ("source_vocab_size", source_vocab_size),
+            ("target_vocab_size", target_vocab_size),
+        ):
+            if size is None:
+                raise ValueError(f"`{name}` is required. Received: {name}=None")
+        if share_embeddings and source_vocab_size != target_vocab_size:
             raise ValueError(
                 "`share_embeddings=True` needs one vocabulary for source and "
-                f"target. Received: input_vocab_size={input_vocab_size}, "
+                f"target. Received: source_vocab_size={source_vocab_size}, "
                 f"target_vocab_size={target_vocab_size}"
             )
         self.num_layers = num_layers
         self.d_model = d_model
         self.num_heads = num_heads
         self.dff = dff
-        self.input_vocab_size = input_vocab_size
+        self.source_vocab_size = source_vocab_size
         self.target_vocab_size = target_vocab_size
-        self.dropout_rate = dropout_rate
-        self.attention_dropout_rate = attention_dropout_rate
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.max_length = max_length
         self.norm_first = norm_first
         self.share_embeddings = share_embeddings
@@ -108,8 +131,8 @@ class Transformer(keras.Model):
             d_model=d_model,
             num_heads=num_heads,
             dff=dff,
-            dropout=dropout_rate,
-            attention_dropout=attention_dropout_rate,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
             norm_first=norm_first,
             activation=activation,
             layer_norm_epsilon=layer_norm_epsilon,
@@ -117,14 +140,14 @@ class Transformer(keras.Model):
             bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
         )
-        self.source_embedding = embedding(input_vocab_size, "source_embedding")
+        self.source_embedding = embedding(source_vocab_size, "source_embedding")
         self.target_embedding = (
             self.source_embedding
             if share_embeddings
             else embedding(target_vocab_size, "target_embedding")
         )
         self.embedding_dropout = keras.layers.Dropout(
-            dropout_rate, dtype=self.dtype_policy, name="embedding_dropout"
+            dropout, dtype=self.dtype_policy, name="embedding_dropout"
         )
         self.encoder = Encoder(name="encoder", **blocks)
         self.decoder = Decoder(name="decoder", **blocks)
@@ -156,7 +179,7 @@ class Transformer(keras.Model):
         self.built = True
 
     @classmethod
-    def from_preset(cls, name, input_vocab_size, target_vocab_size, **overrides):
+    def from_preset(cls, name, source_vocab_size, target_vocab_size, **overrides):
         """Builds a `Transformer` with the architecture of preset `name`.
 
         Presets (`keras_transformer.models.PRESETS`): `"tiny"` (2+2 layers,
@@ -168,20 +191,26 @@ class Transformer(keras.Model):
         config = preset_config(name)
         config.update(overrides)
         return cls(
-            input_vocab_size=input_vocab_size,
+            source_vocab_size=source_vocab_size,
             target_vocab_size=target_vocab_size,
             **config,
         )
 
-    def encode(self, context_ids, training=None):
+    input_vocab_size = _renames.deprecated_alias("input_vocab_size", "source_vocab_size")
+    dropout_rate = _renames.deprecated_alias("dropout_rate", "dropout")
+    attention_dropout_rate = _renames.deprecated_alias(
+        "attention_dropout_rate", "attention_dropout"
+    )
+
+    def encode(self, source_ids, training=None):
         """Encodes source ids `[batch, source_length]`.
 
         Returns:
             `[batch, source_length, d_model]`.
         """
-        x = self.source_embedding(context_ids)
+        x = self.source_embedding(source_ids)
         x = self.embedding_dropout(x, training=training)
-        return self.encoder(x, mask=ops.not_equal(context_ids, 0), training=training)
+        return self.encoder(x, mask=ops.not_equal(source_ids, 0), training=training)
 
     def _logits(self, hidden):
         rows, restore = _rows.as_rows(hidden)  # one matmul, no tensordot
@@ -199,27 +228,37 @@ class Transformer(keras.Model):
         encoded,
         encoder_padding_mask=None,
         training=None,
-        cache=None,
-        cross_cache=None,
+        self_attention_cache=None,
+        cross_attention_cache=None,
         cache_index=None,
+        **deprecated,
     ):
         """Decodes target ids against an encoded source.
 
         Args:
             target_ids: `[batch, target_length]`; the first token sits at
                 position `cache_index` (0 without a cache).
-            encoded: `encode`'s output, or `None` when `cross_cache` is given.
+            encoded: `encode`'s output, or `None` when
+                `cross_attention_cache` is given.
             encoder_padding_mask: `[batch, source_length]`, True on tokens,
-                e.g. `context_ids != 0`.
+                e.g. `source_ids != 0`.
             training: whether dropout is active.
-            cache: decoder self-attention cache (`Decoder.init_cache`).
-            cross_cache: precomputed cross-attention keys and values.
+            self_attention_cache: the decoder's self-attention cache
+                (`Decoder.init_self_attention_cache`; formerly `cache`).
+            cross_attention_cache: precomputed cross-attention keys and
+                values (`Decoder.precompute_cross_attention_cache`; formerly
+                `cross_cache`).
             cache_index: position of `target_ids[:, 0]`.
 
         Returns:
             Logits `[batch, target_length, target_vocab_size]`, or
-            `(logits, cache)` with a cache.
+            `(logits, self_attention_cache)` with a cache.
         """
+        renamed = _renames.pop_renamed(deprecated, CACHE_RENAMES, "Transformer.decode")
+        if deprecated:
+            raise TypeError(f"decode() got unexpected keyword arguments {sorted(deprecated)}")
+        self_attention_cache = renamed.get("self_attention_cache", self_attention_cache)
+        cross_attention_cache = renamed.get("cross_attention_cache", cross_attention_cache)
         start = 0 if cache_index is None else cache_index
         x = self.target_embedding(target_ids, start_index=start)
         x = self.embedding_dropout(x, training=training)
@@ -228,47 +267,48 @@ class Transformer(keras.Model):
             encoded,
             inputs_mask=ops.not_equal(target_ids, 0),
             encoder_outputs_mask=encoder_padding_mask,
-            cache=cache,
-            cross_cache=cross_cache,
+            self_attention_cache=self_attention_cache,
+            cross_attention_cache=cross_attention_cache,
             cache_index=cache_index,
             training=training,
         )
-        if cache is None:
+        if self_attention_cache is None:
             return self._logits(outputs)
-        hidden, cache = outputs
-        return self._logits(hidden), cache
+        hidden, self_attention_cache = outputs
+        return self._logits(hidden), self_attention_cache
 
     def call(self, inputs, training=None):
-        context_ids, target_ids = inputs
-        encoded = self.encode(context_ids, training=training)
+        source_ids, target_ids = inputs
+        encoded = self.encode(source_ids, training=training)
         return self.decode(
             target_ids,
             encoded,
-            encoder_padding_mask=ops.not_equal(context_ids, 0),
+            encoder_padding_mask=ops.not_equal(source_ids, 0),
             training=training,
         )
 
-    def init_decoding_state(self, context_ids, max_length):
+    def init_decoding_state(self, source_ids, max_length):
         """Encodes the source and prepares the caches for `decode_step`.
 
         Args:
-            context_ids: `[batch, source_length]`.
+            source_ids: `[batch, source_length]`.
             max_length: number of target positions the cache holds.
 
         Returns:
             A dict of tensors with leading dimension `batch`:
-            `cache` `[batch, layers, 2, max_length, heads, head_dim]`,
-            `cross_cache` `[batch, layers, 2, source_length, heads, head_dim]`,
-            `encoder_mask` `[batch, source_length]`.
+            `self_attention_cache` `[batch, layers, 2, max_length, heads,
+            head_dim]`, `cross_attention_cache` `[batch, layers, 2,
+            source_length, heads, head_dim]`, `encoder_mask` `[batch,
+            source_length]`.
         """
         if not self.built:
             self.build(((None, None), (None, None)))
-        encoded = self.encode(context_ids, training=False)
-        batch = ops.shape(context_ids)[0]
+        encoded = self.encode(source_ids, training=False)
+        batch = ops.shape(source_ids)[0]
         return {
-            "cache": self.decoder.init_cache(batch, max_length),
-            "cross_cache": self.decoder.precompute_cross_cache(encoded),
-            "encoder_mask": ops.not_equal(context_ids, 0),
+            "self_attention_cache": self.decoder.init_self_attention_cache(batch, max_length),
+            "cross_attention_cache": self.decoder.precompute_cross_attention_cache(encoded),
+            "encoder_mask": ops.not_equal(source_ids, 0),
         }
 
     def decode_step(self, ids, index, state):
@@ -287,30 +327,30 @@ class Transformer(keras.Model):
             None,
             encoder_padding_mask=state["encoder_mask"],
             training=False,
-            cache=state["cache"],
-            cross_cache=state["cross_cache"],
+            self_attention_cache=state["self_attention_cache"],
+            cross_attention_cache=state["cross_attention_cache"],
             cache_index=index,
         )
-        return logits[:, 0, :], {**state, "cache": cache}
+        return logits[:, 0, :], {**state, "self_attention_cache": cache}
 
-    def cross_attention(self, context_ids, target_ids):
+    def cross_attention(self, source_ids, target_ids):
         """Last decoder block's cross-attention, averaged over heads.
 
         Args:
-            context_ids: `[batch, source_length]`.
+            source_ids: `[batch, source_length]`.
             target_ids: decoder inputs `[batch, target_length]` (start token
                 first), e.g. a translation to explain.
 
         Returns:
             `[batch, target_length, source_length]` attention weights.
         """
-        encoded = self.encode(context_ids, training=False)
+        encoded = self.encode(source_ids, training=False)
         x = self.target_embedding(target_ids)
         _, scores = self.decoder(
             x,
             encoded,
             inputs_mask=ops.not_equal(target_ids, 0),
-            encoder_outputs_mask=ops.not_equal(context_ids, 0),
+            encoder_outputs_mask=ops.not_equal(source_ids, 0),
             training=False,
             return_attention_scores=True,
         )
@@ -322,10 +362,10 @@ class Transformer(keras.Model):
             "d_model": self.d_model,
             "num_heads": self.num_heads,
             "dff": self.dff,
-            "input_vocab_size": self.input_vocab_size,
+            "source_vocab_size": self.source_vocab_size,
             "target_vocab_size": self.target_vocab_size,
-            "dropout_rate": self.dropout_rate,
-            "attention_dropout_rate": self.attention_dropout_rate,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
             "max_length": self.max_length,
             "norm_first": self.norm_first,
             "share_embeddings": self.share_embeddings,
@@ -339,4 +379,4 @@ class Transformer(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        return cls(**_renames.translate_config(config, RENAMED_ARGUMENTS))

@@ -2,9 +2,10 @@
 
 import dataclasses
 
+from keras_transformer import _renames
 from keras_transformer._validation import check_positive_int
 from keras_transformer.data.config import DataConfig
-from keras_transformer.tuning.space import DEFAULT_SPACE
+from keras_transformer.tuning.space import DEFAULT_SPACE, RENAMED_DIMENSIONS
 
 TUNERS = ("random", "hyperband", "bayesian")
 # Objectives and whether larger is better.
@@ -37,9 +38,10 @@ class TuneConfig(DataConfig):
             minimizes (losses).
         space: JSON dict of search-space overrides, e.g. `{"d_model": [64,
             128]}`: a list gives the choices, a value fixes the dimension.
-            Dimensions: num_layers, d_model, num_heads, dff, dropout_rate,
-            norm_first, warmup_steps, label_smoothing and batch_tokens (their
-            default choices: `TransformerHyperModel`'s `DEFAULT_SPACE`).
+            Dimensions: num_layers, d_model, num_heads, dff, dropout
+            (formerly dropout_rate), norm_first, warmup_steps,
+            label_smoothing and batch_tokens (their default choices:
+            `TransformerHyperModel`'s `DEFAULT_SPACE`).
         bleu_sentences: validation sentences translated for `val_bleu`.
         train_best: after the search, train the best configuration into
             `DIRECTORY/best_run` (a run `evaluate` and `export` accept).
@@ -92,6 +94,9 @@ class TuneConfig(DataConfig):
             raise ValueError(f"`verbose` must be 0, 1 or 2. Received: verbose={self.verbose!r}")
         if not isinstance(self.space, dict):
             raise ValueError(f"`space` must be a dict. Received: space={self.space!r}")
+        space = dict(self.space)
+        space.update(_renames.pop_renamed(space, RENAMED_DIMENSIONS, "TuneConfig.space"))
+        self.space = space
         unknown = sorted(set(self.space) - set(DEFAULT_SPACE))
         if unknown:
             raise ValueError(f"Unknown search dimensions {unknown}; known: {sorted(DEFAULT_SPACE)}")

@@ -2,16 +2,22 @@
 
 import keras_tuner
 
+from keras_transformer import _renames
 from keras_transformer.models.transformer import Transformer
 from keras_transformer.training.recipe import compile_for_training
-from keras_transformer.tuning.space import BATCH_DIMENSIONS, DEFAULT_SPACE, MODEL_DIMENSIONS
+from keras_transformer.tuning.space import (
+    BATCH_DIMENSIONS,
+    DEFAULT_SPACE,
+    MODEL_DIMENSIONS,
+    RENAMED_DIMENSIONS,
+)
 
 
 class TransformerHyperModel(keras_tuner.HyperModel):
     """Searches the architecture and training recipe of a `Transformer`.
 
     The space covers `num_layers`, `d_model`, `num_heads`, `dff`,
-    `dropout_rate`, `norm_first`, the schedule's `warmup_steps`,
+    `dropout` (formerly `dropout_rate`), `norm_first`, the schedule's `warmup_steps`,
     `label_smoothing`, and the batches of `fit`: `batch_tokens` (the token
     budget of the training pipeline's length-bucketed batches) for a
     dataset of unbatched examples, `batch_size` for arrays. Each keyword override
@@ -22,7 +28,8 @@ class TransformerHyperModel(keras_tuner.HyperModel):
     precedence over the defaults.
 
     Args:
-        input_vocab_size: source vocabulary size.
+        source_vocab_size: source vocabulary size (formerly
+            `input_vocab_size`).
         target_vocab_size: target vocabulary size.
         max_length: longest sequence of the models.
         objective_callbacks: callbacks added to every `fit` (e.g. BLEU).
@@ -45,18 +52,31 @@ class TransformerHyperModel(keras_tuner.HyperModel):
 
     def __init__(
         self,
-        input_vocab_size,
-        target_vocab_size,
+        source_vocab_size=None,
+        target_vocab_size=None,
         max_length=256,
         objective_callbacks=(),
         jit_compile=False,
         **overrides,
     ):
         super().__init__(name="transformer", tunable=True)
+        renamed = _renames.pop_renamed(
+            overrides,
+            {"input_vocab_size": "source_vocab_size", **RENAMED_DIMENSIONS},
+            "TransformerHyperModel",
+        )
+        source_vocab_size = renamed.pop("source_vocab_size", source_vocab_size)
+        overrides = {**renamed, **overrides}
+        for name, size in (
+            ("source_vocab_size", source_vocab_size),
+            ("target_vocab_size", target_vocab_size),
+        ):
+            if size is None:
+                raise ValueError(f"`{name}` is required. Received: {name}=None")
         unknown = sorted(set(overrides) - set(DEFAULT_SPACE))
         if unknown:
             raise ValueError(f"Unknown search dimensions {unknown}; known: {sorted(DEFAULT_SPACE)}")
-        self.input_vocab_size = input_vocab_size
+        self.source_vocab_size = source_vocab_size
         self.target_vocab_size = target_vocab_size
         self.max_length = max_length
         self.objective_callbacks = list(objective_callbacks)
@@ -94,7 +114,7 @@ class TransformerHyperModel(keras_tuner.HyperModel):
         model = Transformer(
             **{name: config[name] for name in MODEL_DIMENSIONS if name != "norm_first"},
             norm_first=bool(config["norm_first"]),
-            input_vocab_size=self.input_vocab_size,
+            source_vocab_size=self.source_vocab_size,
             target_vocab_size=self.target_vocab_size,
             max_length=self.max_length,
         )

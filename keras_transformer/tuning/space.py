@@ -8,7 +8,7 @@ DEFAULT_SPACE = {
     "d_model": [128, 256, 512],
     "num_heads": [1, 2, 4, 8],
     "dff": [256, 512, 1024, 2048],
-    "dropout_rate": [0.0, 0.1, 0.2, 0.3],
+    "dropout": [0.0, 0.1, 0.2, 0.3],
     "norm_first": [False, True],
     "warmup_steps": [500, 1000, 2000, 4000],
     "label_smoothing": [0.0, 0.1, 0.2],
@@ -20,4 +20,6 @@ DEFAULT_SPACE = {
 BATCH_DIMENSIONS = ("batch_tokens", "batch_size")
 # The dimensions that are `Transformer` arguments (the rest are the
 # recipe's or `fit`'s); `search.train_best` passes the same ones on.
-MODEL_DIMENSIONS = ("num_layers", "d_model", "num_heads", "dff", "dropout_rate", "norm_first")
+MODEL_DIMENSIONS = ("num_layers", "d_model", "num_heads", "dff", "dropout", "norm_first")
+# Dimensions renamed since 0.1.0, as the `Transformer` arguments they set.
+RENAMED_DIMENSIONS = {"dropout_rate": "dropout"}

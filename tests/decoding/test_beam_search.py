@@ -145,7 +145,7 @@ def test_batch_rows_are_independent():
 
 def test_transformer_beam_search_with_cache_equals_without():
     keras.utils.set_random_seed(0)
-    model = Transformer(2, 32, 4, 64, 30, 30, dropout_rate=0.0)
+    model = Transformer(2, 32, 4, 64, 30, 30, dropout=0.0)
     rng = np.random.default_rng(0)
     context = rng.integers(4, 30, (3, 6))
     context[1, 3:] = 0

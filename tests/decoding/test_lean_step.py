@@ -24,7 +24,7 @@ def _model(overrides, seed=0):
     import keras
 
     keras.utils.set_random_seed(seed)
-    model = Transformer(2, 32, 4, 64, VOCAB, VOCAB, dropout_rate=0.0, max_length=64, **overrides)
+    model = Transformer(2, 32, 4, 64, VOCAB, VOCAB, dropout=0.0, max_length=64, **overrides)
     model.build(((None, None), (None, None)))
     return model
 

@@ -14,7 +14,6 @@ from keras_transformer.data.tokenizer import END_ID, START_ID
 from keras_transformer.decoding import Translator
 from keras_transformer.export.ctranslate2 import export_ctranslate2
 from keras_transformer.models import Transformer
-from keras_transformer.training import load_run
 
 pytest.importorskip("ctranslate2")
 
@@ -48,8 +47,8 @@ _CT2 = textwrap.dedent("""
 
 
 @pytest.fixture(scope="module")
-def tokenizers(trained_run):
-    _, source, target, _ = load_run(trained_run["run"])
+def tokenizers(trained_model):
+    _, source, target = trained_model
     return source, target
 
 
@@ -58,7 +57,7 @@ def _model(overrides, source, target):
 
     keras.utils.set_random_seed(len(overrides))
     target_size = source.vocab_size if overrides.get("share_embeddings") else target.vocab_size
-    model = Transformer(2, 32, 4, 64, source.vocab_size, target_size, dropout_rate=0.0,
+    model = Transformer(2, 32, 4, 64, source.vocab_size, target_size, dropout=0.0,
                         **overrides)  # fmt: skip
     model.build(((None, None), (None, None)))
     # Random weights give near-uniform distributions; sharpen the output so

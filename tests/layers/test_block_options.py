@@ -100,9 +100,7 @@ def _rates(layer):
 @pytest.mark.parametrize("name", sorted(ATTENTION_CASES))
 @pytest.mark.parametrize("attention_dropout", [None, 0.0, 0.25])
 def test_attention_dropout_reaches_every_attention_and_only_those(name, attention_dropout):
-    rate_name = "dropout_rate" if name == "Transformer" else "dropout"
-    key = "attention_dropout_rate" if name == "Transformer" else "attention_dropout"
-    layer = _build(ATTENTION_CASES[name](**{rate_name: 0.3, key: attention_dropout}))
+    layer = _build(ATTENTION_CASES[name](dropout=0.3, attention_dropout=attention_dropout))
     residual, attention = _rates(layer)
     expected = 0.3 if attention_dropout is None else attention_dropout
     assert attention and all(rate == expected for rate in attention)
@@ -114,10 +112,8 @@ def test_attention_dropout_reaches_every_attention_and_only_those(name, attentio
 @pytest.mark.parametrize("name", sorted(ATTENTION_CASES))
 def test_configs_without_attention_dropout_keep_dropping_attention(name):
     # Configs saved before the option existed meant one rate everywhere.
-    rate_name = "dropout_rate" if name == "Transformer" else "dropout"
-    key = "attention_dropout_rate" if name == "Transformer" else "attention_dropout"
-    config = ATTENTION_CASES[name](**{rate_name: 0.2}).get_config()
-    del config[key]
+    config = ATTENTION_CASES[name](dropout=0.2).get_config()
+    del config["attention_dropout"]
     _, attention = _rates(_build(type(ATTENTION_CASES[name]()).from_config(config)))
     assert attention and all(rate == 0.2 for rate in attention)
 

@@ -12,9 +12,9 @@ def test_cache_equals_full_pass(rng, norm_first, layout):
     memory = rng.normal(size=(3, 5, 16)).astype("float32")
     spad = np.arange(5)[None] < np.array([[5], [3], [1]])
     full = decoder(x, memory, encoder_outputs_mask=spad)
-    cache = decoder.init_cache(3, 8)
+    cache = decoder.init_self_attention_cache(3, 8)
     assert tuple(cache.shape) == (3, 2, 2, 8, 4, 4)
-    cross = decoder.precompute_cross_cache(memory)
+    cross = decoder.precompute_cross_attention_cache(memory)
     assert tuple(cross.shape) == (3, 2, 2, 5, 4, 4)
     if layout != "stacked":  # the blocks' caches, one tensor each
         container = list if layout == "list" else tuple
@@ -25,8 +25,8 @@ def test_cache_equals_full_pass(rng, norm_first, layout):
             x[:, i : i + 1],
             None,
             encoder_outputs_mask=spad,
-            cache=cache,
-            cross_cache=cross,
+            self_attention_cache=cache,
+            cross_attention_cache=cross,
             cache_index=i,
         )
         np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
@@ -54,13 +54,13 @@ def test_returns_the_last_blocks_cross_attention(rng, with_cache):
     np.testing.assert_allclose(to_numpy(scores), to_numpy(expected), atol=1e-6)
     assert np.all(to_numpy(scores)[1, :, :, 2:] == 0)  # padded source positions
     if with_cache:
-        cache = decoder.init_cache(2, 3)
-        cross = decoder.precompute_cross_cache(memory)
+        cache = decoder.init_self_attention_cache(2, 3)
+        cross = decoder.precompute_cross_attention_cache(memory)
         step, cache, step_scores = decoder(
             x[:, :1],
             encoder_outputs_mask=spad,
-            cache=cache,
-            cross_cache=cross,
+            self_attention_cache=cache,
+            cross_attention_cache=cross,
             cache_index=0,
             return_attention_scores=True,
         )

@@ -58,8 +58,8 @@ def test_scores_come_after_the_cache(rng):
     memory = rng.normal(size=(1, 6, D)).astype("float32")
     x = rng.normal(size=(1, 4, D)).astype("float32")
     _, full_scores = block(x, memory, return_attention_scores=True)
-    cache = block.init_cache(1, 4)
-    cross = block.precompute_cross_cache(memory)
+    cache = block.init_self_attention_cache(1, 4)
+    cross = block.precompute_cross_attention_cache(memory)
     for i in range(4):
         out, cache, scores = block(
             x[:, i : i + 1],
@@ -106,8 +106,8 @@ def test_cached_steps_equal_full_pass(rng, norm_first):
     memory = rng.normal(size=(2, 4, D)).astype("float32")
     spad = np.array([[True] * 4, [True, True, False, False]])
     full = block(x, memory, encoder_outputs_mask=spad)
-    cache = block.init_cache(2, 5)
-    cross = block.precompute_cross_cache(memory)
+    cache = block.init_self_attention_cache(2, 5)
+    cross = block.precompute_cross_attention_cache(memory)
     for i in range(5):
         out, cache = block(
             x[:, i : i + 1],
@@ -130,4 +130,7 @@ def test_decoder_only_block_skips_cross_attention(rng):
 def test_cache_without_index_is_an_error(rng):
     block = _block(rng)
     with pytest.raises(ValueError, match="cache_index"):
-        block(np.zeros((1, 1, D), "float32"), self_attention_cache=block.init_cache(1, 3))
+        block(
+            np.zeros((1, 1, D), "float32"),
+            self_attention_cache=block.init_self_attention_cache(1, 3),
+        )

@@ -15,9 +15,9 @@ CONFIG = dict(
     d_model=32,
     num_heads=4,
     dff=64,
-    input_vocab_size=40,
+    source_vocab_size=40,
     target_vocab_size=50,
-    dropout_rate=0.0,
+    dropout=0.0,
 )
 
 TRAIN = textwrap.dedent("""

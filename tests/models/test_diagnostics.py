@@ -19,9 +19,9 @@ def _model(norm_first=False, num_layers=2):
         32,
         4,
         64,
-        input_vocab_size=VOCAB,
+        source_vocab_size=VOCAB,
         target_vocab_size=VOCAB,
-        dropout_rate=0.0,
+        dropout=0.0,
         norm_first=norm_first,
     )
     model.build(((None, None), (None, None)))

@@ -25,7 +25,7 @@ def _model(norm_first, seed):
         32,
         VOCAB,
         VOCAB,
-        dropout_rate=0.0,
+        dropout=0.0,
         norm_first=norm_first,
         kernel_initializer=keras.initializers.GlorotUniform(seed=seed),
     )

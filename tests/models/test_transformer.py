@@ -13,9 +13,9 @@ SRC_VOCAB, TGT_VOCAB = 40, 50
 
 
 def _model(**overrides):
-    config = dict(num_layers=2, d_model=32, num_heads=4, dff=64, dropout_rate=0.1)
+    config = dict(num_layers=2, d_model=32, num_heads=4, dff=64, dropout=0.1)
     config.update(overrides)
-    return Transformer(input_vocab_size=SRC_VOCAB, target_vocab_size=TGT_VOCAB, **config)
+    return Transformer(source_vocab_size=SRC_VOCAB, target_vocab_size=TGT_VOCAB, **config)
 
 
 def _batch(rng, batch=3, src_len=7, tgt_len=6):
@@ -31,7 +31,7 @@ def _batch(rng, batch=3, src_len=7, tgt_len=6):
 @pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
 def test_padding_never_changes_logits(rng, norm_first, share_embeddings, policy):
     keras.config.set_dtype_policy(policy)
-    vocab = dict(input_vocab_size=TGT_VOCAB) if share_embeddings else {}
+    vocab = dict(source_vocab_size=TGT_VOCAB) if share_embeddings else {}
     model = Transformer(
         2,
         32,
@@ -40,7 +40,7 @@ def test_padding_never_changes_logits(rng, norm_first, share_embeddings, policy)
         target_vocab_size=TGT_VOCAB,
         norm_first=norm_first,
         share_embeddings=share_embeddings,
-        **{"input_vocab_size": SRC_VOCAB, **vocab},
+        **{"source_vocab_size": SRC_VOCAB, **vocab},
     )
     src, tgt = _batch(rng)
     logits = np.array(model((src, tgt)))
@@ -128,8 +128,8 @@ def test_transformer_tiny_is_the_published_recipe():
         4,
         256,
     )
-    assert config["dropout_rate"] == 0.3 and config["share_embeddings"]
-    assert config["attention_dropout_rate"] == 0.0  # fairseq's default
+    assert config["dropout"] == 0.3 and config["share_embeddings"]
+    assert config["attention_dropout"] == 0.0  # fairseq's default
     model.build(((None, None), (None, None)))
     # One matrix for the source and target embeddings and the output layer.
     assert model.output_projection is None
@@ -140,21 +140,15 @@ def test_transformer_tiny_is_the_published_recipe():
 
 
 def test_paper_presets():
-    assert PRESETS["small"] == dict(
-        num_layers=3, d_model=256, num_heads=4, dff=1024, dropout_rate=0.1
-    )
-    assert PRESETS["base"] == dict(
-        num_layers=6, d_model=512, num_heads=8, dff=2048, dropout_rate=0.1
-    )
-    assert PRESETS["big"] == dict(
-        num_layers=6, d_model=1024, num_heads=16, dff=4096, dropout_rate=0.3
-    )
+    assert PRESETS["small"] == dict(num_layers=3, d_model=256, num_heads=4, dff=1024, dropout=0.1)
+    assert PRESETS["base"] == dict(num_layers=6, d_model=512, num_heads=8, dff=2048, dropout=0.1)
+    assert PRESETS["big"] == dict(num_layers=6, d_model=1024, num_heads=16, dff=4096, dropout=0.3)
 
 
 def test_preset_errors():
     with pytest.raises(ValueError, match="huge"):
         Transformer.from_preset("huge", 10, 10)
-    with pytest.raises(ValueError, match="input_vocab_size=10"):
+    with pytest.raises(ValueError, match="source_vocab_size=10"):
         Transformer(1, 8, 2, 8, 10, 12, share_embeddings=True)
     with pytest.raises(ValueError, match="divisible"):
         Transformer(1, 10, 3, 8, 10, 12)
@@ -170,7 +164,7 @@ def test_learns_to_copy_sequences():
     target = x
     target_in = np.concatenate([np.ones((n, 1), int), target], 1)
     target_out = np.concatenate([target, 2 * np.ones((n, 1), int)], 1)
-    model = Transformer(2, 64, 4, 128, vocab, vocab, dropout_rate=0.0)
+    model = Transformer(2, 64, 4, 128, vocab, vocab, dropout=0.0)
     model.compile(
         optimizer=keras.optimizers.Adam(
             kt.schedules.WarmupSchedule(64, warmup_steps=100), beta_1=0.9, beta_2=0.98, epsilon=1e-9

@@ -4,7 +4,7 @@ TINY = [
     "--preset",
     "tiny",
     "--model-overrides",
-    '{"num_layers": 1, "d_model": 32, "num_heads": 2, "dff": 64, "dropout_rate": 0.0}',
+    '{"num_layers": 1, "d_model": 32, "num_heads": 2, "dff": 64, "dropout": 0.0}',
     "--vocab-size",
     "120",
     "--batch-tokens",

@@ -10,7 +10,7 @@ from keras_transformer.training import TrainConfig, average_checkpoints, average
 from keras_transformer.training.run_directory import RunDirectory
 
 ARCH = dict(
-    num_layers=1, d_model=16, num_heads=2, dff=32, input_vocab_size=20, target_vocab_size=24
+    num_layers=1, d_model=16, num_heads=2, dff=32, source_vocab_size=20, target_vocab_size=24
 )
 
 

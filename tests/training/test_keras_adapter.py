@@ -12,7 +12,7 @@ from keras_transformer.training.recipe import compile_for_training
 
 
 def _model():
-    return Transformer(1, 16, 2, 32, input_vocab_size=30, target_vocab_size=30)
+    return Transformer(1, 16, 2, 32, source_vocab_size=30, target_vocab_size=30)
 
 
 def _data(batch=8):

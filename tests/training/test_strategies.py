@@ -16,7 +16,7 @@ import tensorflow as tf
 from keras_transformer.training import TrainConfig, train
 config = TrainConfig(
     dataset=sys.argv[1], output_dir=sys.argv[2], preset="tiny", epochs=2, steps_per_epoch=6,
-    model_overrides=dict(num_layers=1, d_model=32, num_heads=2, dff=64, dropout_rate=0.0),
+    model_overrides=dict(num_layers=1, d_model=32, num_heads=2, dff=64, dropout=0.0),
     vocab_size=120, batch_tokens=512, max_length=64, warmup_steps=20, verbose=2,
     strategy=sys.argv[3], devices={devices}, seed=3)
 model, history = train(config)

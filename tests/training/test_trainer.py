@@ -229,6 +229,6 @@ def test_joint_vocabulary_with_shared_embeddings_and_peak_rate(parallel_files, t
         assert a.read() == b.read()
     model, source, target, _ = load_run(run)
     assert model.share_embeddings and model.output_projection is None
-    assert source.vocab_size == target.vocab_size == model.input_vocab_size
+    assert source.vocab_size == target.vocab_size == model.source_vocab_size
     config = json.load(open(os.path.join(run, "config.json")))
     assert config["peak_learning_rate"] == 0.005 and config["joint_vocabulary"]

@@ -34,3 +34,10 @@ def test_missing_and_unknown_keys_are_named():
         TuneConfig.from_dict({"dataset": "synthetic"})
     with pytest.raises(ValueError, match=r"Unknown tune config keys: \['trials'\]"):
         TuneConfig.from_dict({**REQUIRED, "trials": 2})
+
+
+def test_the_0_1_0_dropout_dimension_still_works():
+    with pytest.warns(DeprecationWarning, match="dropout_rate"):
+        config = TuneConfig(**REQUIRED, space={"dropout_rate": [0.1, 0.2], "dff": [64]})
+    assert config.space == {"dropout": [0.1, 0.2], "dff": [64]}
+    assert TuneConfig.from_dict(config.to_dict()) == config

@@ -64,3 +64,18 @@ def test_fixed_values_and_errors():
         TransformerHyperModel(10, 10, d_model=[10, 14], num_heads=[4, 8])
     with pytest.raises(ValueError, match="Unknown search dimensions"):
         TransformerHyperModel(10, 10, learning_rate=[1e-3])
+
+
+def test_the_0_1_0_argument_names_still_work():
+    with pytest.warns(DeprecationWarning) as caught:
+        hypermodel = TransformerHyperModel(
+            input_vocab_size=50, target_vocab_size=60, dropout_rate=[0.0, 0.3]
+        )
+    assert {"input_vocab_size", "dropout_rate"} <= {
+        name
+        for w in caught
+        for name in ("input_vocab_size", "dropout_rate")
+        if name in str(w.message)
+    }
+    assert hypermodel.source_vocab_size == 50
+    assert hypermodel.space["dropout"] == [0.0, 0.3]

@@ -12,7 +12,7 @@ SPACE = json.dumps(
         "d_model": [16, 32],
         "num_heads": [2, 4],
         "dff": [32],
-        "dropout_rate": [0.0],
+        "dropout": [0.0],
         "warmup_steps": [10, 20],
         "batch_tokens": [256, 512],
     }
@@ -162,7 +162,7 @@ def test_the_best_run_keeps_the_searchs_options(tmp_path, monkeypatch, jit_compi
         seed=7,
         verbose=0,
     )
-    values = dict(num_layers=2, d_model=32, num_heads=4, dff=64, dropout_rate=0.2)
+    values = dict(num_layers=2, d_model=32, num_heads=4, dff=64, dropout=0.2)
     values.update(norm_first=True, warmup_steps=30, label_smoothing=0.05, batch_tokens=512)
     path = train_best(
         options,
