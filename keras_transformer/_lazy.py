@@ -9,6 +9,8 @@ error that names the install command at once.
 """
 
 import importlib
+import sys
+import types
 
 
 def attach(package_globals, names, requires=()):
@@ -39,4 +41,21 @@ def attach(package_globals, names, requires=()):
     def __dir__():
         return sorted(set(package_globals) | set(names))
 
+    class _Package(types.ModuleType):
+        def __setattr__(self, name, value):
+            # A name exported from the module of the same name
+            # (`decoding.beam_search`): importing that module, from
+            # anywhere, makes the import system set the module over the
+            # name. The package keeps the function, as an eager `from
+            # .beam_search import beam_search` in `__init__` would.
+            if (
+                names.get(name) == name
+                and isinstance(value, types.ModuleType)
+                and value.__name__ == f"{package}.{name}"
+                and hasattr(value, name)
+            ):
+                value = getattr(value, name)
+            super().__setattr__(name, value)
+
+    sys.modules[package].__class__ = _Package
     return __getattr__, __dir__, sorted(names)
