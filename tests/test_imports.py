@@ -37,16 +37,18 @@ def _heavy(modules):
     return {m for m in modules if m.split(".")[0] in HEAVY}
 
 
-@pytest.mark.parametrize("module", LIGHT)
-def test_light_modules_load_no_optional_stack(module):
+@pytest.fixture(scope="module")
+def keras_only():
     # Keras itself imports matplotlib when it is installed; what counts is
     # what importing our module adds to a bare `import keras`.
-    keras_only = _heavy(_loaded_after("import keras"))
-    ours = _heavy(_loaded_after(f"import {module}"))
-    assert ours - keras_only == set()
-    assert not any(
-        m.startswith("keras_transformer.training") for m in _loaded_after(f"import {module}")
-    )
+    return _heavy(_loaded_after("import keras"))
+
+
+@pytest.mark.parametrize("module", LIGHT)
+def test_light_modules_load_no_optional_stack(module, keras_only):
+    loaded = _loaded_after(f"import {module}")
+    assert _heavy(loaded) - keras_only == set()
+    assert not any(m.startswith("keras_transformer.training") for m in loaded)
 
 
 def _environment_changes(statement):
@@ -134,3 +136,22 @@ def test_plots_without_matplotlib_name_the_extra():
     )
     result = run_python("-c", code)
     assert 'pip install "keras-transformer[plots]"' in result.stderr
+
+
+@pytest.mark.parametrize(
+    "first",
+    ["import keras_transformer.decoding.beam_search", "from keras_transformer.decoding import *"],
+)
+def test_a_function_named_as_its_module_stays_the_function(first):
+    # Importing `decoding/beam_search.py` once made the package's
+    # `beam_search` that module for good, and `beam_search(...)` failed.
+    code = (
+        f"{first}\n"
+        "from keras_transformer.decoding import beam_search\n"
+        "import keras_transformer.decoding.beam_search\n"
+        "import keras_transformer.decoding as decoding\n"
+        "print(callable(beam_search), callable(decoding.beam_search))"
+    )
+    result = run_python("-c", code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[-2:] == ["True", "True"]
