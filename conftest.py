@@ -82,6 +82,16 @@ def trained_run(tmp_path_factory, synthetic_tfds):
     return {"run": os.path.join(root, "run"), "tfds": synthetic_tfds}
 
 
+@pytest.fixture(scope="session")
+def trained_model(trained_run):
+    """`(model, source tokenizer, target tokenizer)` of `trained_run`, loaded
+    once for the tests that only read them."""
+    from keras_transformer.training import load_run
+
+    model, source_tokenizer, target_tokenizer, _ = load_run(trained_run["run"])
+    return model, source_tokenizer, target_tokenizer
+
+
 def _train(root, synthetic_tfds):
     import subprocess
     import sys

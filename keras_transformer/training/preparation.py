@@ -126,7 +126,9 @@ def prepare_data(config, run, log=print, save=True):
 
     >>> from keras_transformer.data.config import DataConfig
     >>> from keras_transformer.training import RunDirectory
-    >>> config = DataConfig(dataset="synthetic", data_dir=data_dir, vocab_size=200)
+    >>> config = DataConfig(
+    ...     dataset="synthetic", data_dir=data_dir, vocab_size=200, tokenizer_sample=2000
+    ... )
     >>> data = prepare_data(config, RunDirectory(tmp_dir), log=lambda line: None)
     >>> (context, target_in), target_out = next(iter(data.train_batches(512)))
     >>> int(context.shape[0]) > 1

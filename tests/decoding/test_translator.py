@@ -4,7 +4,6 @@ import tensorflow as tf
 
 from keras_transformer.data.tokenizer import END_ID, START_ID
 from keras_transformer.decoding import Translator, beam_search, greedy_search
-from keras_transformer.training import load_run
 
 SENTENCES = [
     "The dog sleeps.",
@@ -15,9 +14,8 @@ MAX_OUTPUT = 16
 
 
 @pytest.fixture(scope="module")
-def parts(trained_run):
-    model, source_tokenizer, target_tokenizer, _ = load_run(trained_run["run"])
-    return model, source_tokenizer, target_tokenizer
+def parts(trained_model):
+    return trained_model
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import pytest
 
 from keras_transformer.decoding import Translator
 from keras_transformer.export import SIGNATURE_INPUTS, SIGNATURES, SessionModel, cc_loader
-from keras_transformer.training import load_run
 from tests.export.exported import BEAM_SIZE, MAX_LENGTH
 
 SENTENCES = [
@@ -59,9 +58,9 @@ def test_every_signature_matches_the_python_session(binary, version_dir, session
             np.testing.assert_allclose(outputs[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def test_translations_match_the_in_process_translator(binary, version_dir, trained_run):
+def test_translations_match_the_in_process_translator(binary, version_dir, trained_model):
     outputs, _ = cc_loader.run(binary, version_dir, "serving_default", SENTENCES)
-    model, source, target, _ = load_run(trained_run["run"])
+    model, source, target = trained_model
     translator = Translator(
         model, source, target, beam_size=BEAM_SIZE, max_output_length=MAX_LENGTH
     )

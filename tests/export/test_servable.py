@@ -11,7 +11,6 @@ import tensorflow as tf
 
 from keras_transformer.decoding import Translator
 from keras_transformer.export import export_version, versions
-from keras_transformer.training import load_run
 from tests.export.exported import BEAM_SIZE, MAX_LENGTH
 
 SENTENCES = [
@@ -22,9 +21,9 @@ SENTENCES = [
 ]
 
 
-def test_versions_are_numbered_and_never_overwritten(trained_run, export_base):
+def test_versions_are_numbered_and_never_overwritten(trained_model, export_base):
     assert versions(export_base) == [1]
-    model, src, tgt, _ = load_run(trained_run["run"])
+    model, src, tgt = trained_model
     path = export_version(model, src, tgt, export_base, max_length=MAX_LENGTH, check=False)
     assert path.endswith(os.sep + "2") and versions(export_base) == [1, 2]
     with pytest.raises(FileExistsError, match="never overwritten"):
@@ -58,7 +57,7 @@ LOAD_AS_TF_SERVING = textwrap.dedent("""
 """)
 
 
-def test_tf_serving_loader_matches_in_process_translator(trained_run, export_base):
+def test_tf_serving_loader_matches_in_process_translator(trained_model, export_base):
     version_dir = os.path.join(export_base, "1")
     result = subprocess.run(
         [sys.executable, "-c", LOAD_AS_TF_SERVING, version_dir, json.dumps(SENTENCES)],
@@ -71,7 +70,7 @@ def test_tf_serving_loader_matches_in_process_translator(trained_run, export_bas
         [line for line in result.stdout.splitlines() if line.startswith("RESULT ")][-1][7:]
     )
 
-    model, src, tgt, _ = load_run(trained_run["run"])
+    model, src, tgt = trained_model
     translator = Translator(model, src, tgt, beam_size=BEAM_SIZE, max_output_length=MAX_LENGTH)
     text = tf.constant(SENTENCES)
     expected = {

@@ -11,15 +11,6 @@ BEAM_SIZE = 2
 
 
 @pytest.fixture(scope="session")
-def trained_model(trained_run):
-    """`(model, source tokenizer, target tokenizer)` of the trained run."""
-    from keras_transformer.training import load_run
-
-    model, source_tokenizer, target_tokenizer, _ = load_run(trained_run["run"])
-    return model, source_tokenizer, target_tokenizer
-
-
-@pytest.fixture(scope="session")
 def serving_export(trained_model, tmp_path_factory):
     """A model base path holding version 1 of the trained model, exported
     once for every serving test; a test that adds or removes versions

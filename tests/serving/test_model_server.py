@@ -10,15 +10,14 @@ import tensorflow as tf
 from keras_transformer.decoding import Translator
 from keras_transformer.export import export_version
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
-from keras_transformer.training import load_run
 from tests.processes import free_port
 
 BINARY = shutil.which("tensorflow_model_server")
 
 
 @pytest.mark.skipif(BINARY is None, reason="tensorflow_model_server is not on PATH")
-def test_real_tf_serving_serves_the_export(trained_run, tmp_path):
-    model, src, tgt, _ = load_run(trained_run["run"])
+def test_real_tf_serving_serves_the_export(trained_model, tmp_path):
+    model, src, tgt = trained_model
     base = str(tmp_path / "translator")
     export_version(model, src, tgt, base, max_length=20, beam_size=2)
     port = free_port()

@@ -12,13 +12,11 @@ import urllib.request
 import numpy as np
 import pytest
 
-from keras_transformer.export import export_version
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from keras_transformer.serving.model_config import read_model_config
 from keras_transformer.serving.options import ServerOptions
 from keras_transformer.serving.rest_client import RestTranslationClient
 from keras_transformer.serving.server import start
-from keras_transformer.training import load_run
 
 SENTENCES = ["The dog sleeps.", "A small cat sees the old man."]
 
@@ -33,13 +31,11 @@ model_config_list {
 
 
 @pytest.fixture(scope="module")
-def root(trained_run, tmp_path_factory):
-    model, src, tgt, _ = load_run(trained_run["run"])
+def root(serving_export, tmp_path_factory):
+    # Copies of the shared export: the config, not the weights, is under test.
     root = tmp_path_factory.mktemp("models")
-    base = str(root / "translator")
-    export_version(model, src, tgt, base, max_length=12, beam_size=2)
-    export_version(model, src, tgt, base, max_length=10, beam_size=2)
-    shutil.copytree(os.path.join(base, "1"), str(root / "other" / "1"))
+    for folder in ("translator/1", "translator/2", "other/1"):
+        shutil.copytree(os.path.join(serving_export, "1"), str(root / folder))
     (root / "models.config").write_text(CONFIG)
     return root
 

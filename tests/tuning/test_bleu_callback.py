@@ -1,16 +1,14 @@
 import pytest
 
 from keras_transformer.decoding import Translator, score_translations
-from keras_transformer.training import load_run
 from keras_transformer.tuning.bleu_callback import BleuCallback
 
 SOURCES = ["The dog sleeps.", "A small cat sees the old man.", "The women run in the garden."]
 
 
 @pytest.fixture(scope="module")
-def parts(trained_run):
-    model, source, target, _ = load_run(trained_run["run"])
-    return model, source, target
+def parts(trained_model):
+    return trained_model
 
 
 @pytest.mark.parametrize("beam_size", [1, 2])
