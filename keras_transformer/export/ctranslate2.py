@@ -93,8 +93,8 @@ def _activation(model):
     common_spec = require("ctranslate2.specs.common_spec", "ctranslate2")
     import keras
 
-    name = keras.activations.serialize(keras.activations.get(model.activation))
-    name = name if isinstance(name, str) else name.get("config", {}).get("name", str(name))
+    function = keras.activations.get(model.activation)
+    name = getattr(function, "__name__", repr(function))
     supported = {
         "relu": common_spec.Activation.RELU,
         "gelu": common_spec.Activation.GELU,
