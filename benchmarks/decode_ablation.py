@@ -19,7 +19,6 @@ anything. Each variant is exported and timed in a fresh process
 """
 
 import argparse
-import os
 import shutil
 import tempfile
 
@@ -65,7 +64,11 @@ def measure(variant, repeats, data_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=21)
-    parser.add_argument("--data", default=os.path.join("..", "shared", "data", "multi30k"))
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="the Multi30k folder ({train,val,test_2016_flickr}.{en,de}.gz)",
+    )
     args = parser.parse_args()
     print("| removed from the step | beam 4, batch 1 (ms) | greedy, batch 1 (ms) |")
     print("| --- | --- | --- |")

@@ -341,8 +341,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
         "--data",
-        default=os.path.join("..", "shared", "data", "multi30k"),
-        help="Multi30k directory (tokenizers and test sentences)",
+        required=True,
+        help="the Multi30k folder ({train,val,test_2016_flickr}.{en,de}.gz)",
     )
     parser.add_argument("--ours-only", action="store_true", help="skip the keras-hub half")
     parser.add_argument(

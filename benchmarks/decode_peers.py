@@ -108,8 +108,11 @@ def export_all(data_dir, base):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--data", default=os.path.join("..", "shared", "data", "multi30k"),
-                        help="Multi30k directory (tokenizers and test sentences)")  # fmt: skip
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="the Multi30k folder ({train,val,test_2016_flickr}.{en,de}.gz)",
+    )
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     args = parser.parse_args()
     sys.path.insert(0, HERE)

@@ -61,7 +61,11 @@ def tally(nodes, key):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--signature", default="serving_default")
-    parser.add_argument("--data", default=os.path.join("..", "shared", "data", "multi30k"))
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="the Multi30k folder ({train,val,test_2016_flickr}.{en,de}.gz)",
+    )
     parser.add_argument("--runs", type=int, default=3, help="traced runs, averaged")
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()

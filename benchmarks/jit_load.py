@@ -40,7 +40,11 @@ print(f"RESULT {len(requests)} {loaded - start:.2f} {done - loaded:.2f}", flush=
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=os.path.join("..", "shared", "data", "multi30k"))
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="the Multi30k folder ({train,val,test_2016_flickr}.{en,de}.gz)",
+    )
     parser.add_argument("--batch-sizes", default=None, help="e.g. 1,8,32")
     parser.add_argument("--lengths", default=None, help="e.g. 16,32,64")
     args = parser.parse_args()
