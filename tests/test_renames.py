@@ -150,24 +150,14 @@ def test_decoder_cache_arguments_keep_their_old_names():
 def test_transformer_decode_keeps_its_old_cache_arguments():
     model = Transformer.from_config(SAVED_BY_0_1_0)
     state = model.init_decoding_state(np.array([[5, 6, 7]]), max_length=4)
+    common = dict(encoder_padding_mask=state["encoder_mask"], cache_index=0)
+    caches = (state["self_attention_cache"], state["cross_attention_cache"])
     ids = np.array([[1]])
     new, _ = model.decode(
-        ids,
-        None,
-        encoder_padding_mask=state["encoder_mask"],
-        self_attention_cache=state["self_attention_cache"],
-        cross_attention_cache=state["cross_attention_cache"],
-        cache_index=0,
+        ids, None, self_attention_cache=caches[0], cross_attention_cache=caches[1], **common
     )
     with pytest.warns(DeprecationWarning, match="Transformer.decode"):
-        old, _ = model.decode(
-            ids,
-            None,
-            encoder_padding_mask=state["encoder_mask"],
-            cache=state["self_attention_cache"],
-            cross_cache=state["cross_attention_cache"],
-            cache_index=0,
-        )
+        old, _ = model.decode(ids, None, cache=caches[0], cross_cache=caches[1], **common)
     np.testing.assert_allclose(old, new, atol=1e-6)
 
 
