@@ -8,7 +8,7 @@ with XLA's compilation log on (`TF_CPP_VMODULE=device_compiler=1`). Prints
 the program count the export declares, the compilations XLA logged, their
 total time, and the load and warmup times.
 
-    .venv/bin/python benchmarks/jit_load.py [--data DIR] [--batch-sizes 1,8,32] [--lengths ...]
+    .venv/bin/python benchmarks/jit_load.py --data DIR [--batch-sizes 1,8,32] [--lengths ...]
 """
 
 import argparse
@@ -21,20 +21,13 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# The server's own loading: the session, then the warmup replay.
 _LOAD = """
-import sys, time
-import tensorflow as tf
-from keras_transformer.export import SessionModel
-from keras_transformer.export.warmup import read_warmup_requests
-start = time.perf_counter()
-model = SessionModel(sys.argv[1])
-loaded = time.perf_counter()
-requests = read_warmup_requests(sys.argv[1])
-for request in requests:
-    inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
-    model.run(request.model_spec.signature_name, inputs)
-done = time.perf_counter()
-print(f"RESULT {len(requests)} {loaded - start:.2f} {done - loaded:.2f}", flush=True)
+import sys
+from keras_transformer.serving.versions import Version
+v = Version(1, sys.argv[1], batching={})
+print(f"RESULT {v.warmed_up} {v.load_seconds:.2f} {v.warmup_seconds:.2f}", flush=True)
+v.model.close()
 """
 
 

@@ -54,15 +54,20 @@ class Version:
 
     Loading replays the export's warmup records
     (`assets.extra/tf_serving_warmup_requests`) before the version serves,
-    as TF Serving does; a record that fails fails the load.
+    as TF Serving does; a record that fails fails the load. `warmed_up`
+    counts the records; `load_seconds` and `warmup_seconds` time the two
+    parts (an XLA-compiled export compiles its programs in the second).
     """
 
     def __init__(self, number, path, batching, session_config=None):
         self.number = number
         self.path = path
+        start = time.monotonic()
         self.model = SessionModel(path, config=session_config)
+        self.load_seconds = time.monotonic() - start
         try:
             self.warmed_up = self._warm_up()
+            self.warmup_seconds = time.monotonic() - start - self.load_seconds
         except Exception:
             self.model.close()
             raise
