@@ -23,6 +23,7 @@ import shutil
 import tempfile
 
 import decode_latency
+from multi30k_data import add_data_argument
 
 VARIANTS = ("none", "attention", "attention+cache", "attention+cache+layernorm")
 
@@ -64,11 +65,7 @@ def measure(variant, repeats, data_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=21)
-    parser.add_argument(
-        "--data",
-        required=True,
-        help="the Multi30k folder ({train,val,test_2016_flickr}.{en,de}.gz)",
-    )
+    add_data_argument(parser)
     args = parser.parse_args()
     print("| removed from the step | beam 4, batch 1 (ms) | greedy, batch 1 (ms) |")
     print("| --- | --- | --- |")

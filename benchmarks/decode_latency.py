@@ -51,6 +51,8 @@ import tempfile
 import time
 import traceback
 
+from multi30k_data import add_data_argument
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -339,11 +341,7 @@ def keras_hub_side(repeats, jit):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument(
-        "--data",
-        required=True,
-        help="the Multi30k folder ({train,val,test_2016_flickr}.{en,de}.gz)",
-    )
+    add_data_argument(parser)
     parser.add_argument("--ours-only", action="store_true", help="skip the keras-hub half")
     parser.add_argument(
         "--threads",

@@ -31,6 +31,8 @@ import sys
 import tempfile
 import time
 
+from multi30k_data import add_data_argument
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATED = 32
 CASES = (("beam4", 4, 1), ("greedy", 1, 1), ("beam4", 4, 32), ("greedy", 1, 32))
@@ -108,11 +110,7 @@ def export_all(data_dir, base):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument(
-        "--data",
-        required=True,
-        help="the Multi30k folder ({train,val,test_2016_flickr}.{en,de}.gz)",
-    )
+    add_data_argument(parser)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     args = parser.parse_args()
     sys.path.insert(0, HERE)

@@ -19,6 +19,8 @@ import shutil
 import sys
 import tempfile
 
+from multi30k_data import add_data_argument
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -61,11 +63,7 @@ def tally(nodes, key):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--signature", default="serving_default")
-    parser.add_argument(
-        "--data",
-        required=True,
-        help="the Multi30k folder ({train,val,test_2016_flickr}.{en,de}.gz)",
-    )
+    add_data_argument(parser)
     parser.add_argument("--runs", type=int, default=3, help="traced runs, averaged")
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 
+from multi30k_data import add_data_argument
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # The server's own loading: the session, then the warmup replay.
@@ -33,11 +35,7 @@ v.model.close()
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--data",
-        required=True,
-        help="the Multi30k folder ({train,val,test_2016_flickr}.{en,de}.gz)",
-    )
+    add_data_argument(parser)
     parser.add_argument("--batch-sizes", default=None, help="e.g. 1,8,32")
     parser.add_argument("--lengths", default=None, help="e.g. 16,32,64")
     args = parser.parse_args()
