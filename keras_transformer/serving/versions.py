@@ -67,7 +67,6 @@ class Version:
         self.load_seconds = time.monotonic() - start
         try:
             self.warmed_up = self._warm_up()
-            self.warmup_seconds = time.monotonic() - start - self.load_seconds
         except Exception:
             self.model.close()
             raise
@@ -88,9 +87,10 @@ class Version:
             signature = request.model_spec.signature_name or "serving_default"
             inputs = request_inputs(request.inputs, self.model.signature(signature), limits)
             self.model.run(signature, inputs)
+        self.warmup_seconds = time.monotonic() - start
         if requests:
             log.info("Warmed up version %s with %d requests in %.1f s", self.number,
-                     len(requests), time.monotonic() - start)  # fmt: skip
+                     len(requests), self.warmup_seconds)  # fmt: skip
         return len(requests)
 
     def run(self, signature, inputs, alive=lambda: True, time_left=lambda: None):
