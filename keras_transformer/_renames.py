@@ -39,6 +39,21 @@ def pop_renamed(kwargs, renames, owner):
     return found
 
 
+def take_renamed(kwargs, renames, owner, given):
+    """`given` (`{new name: value}`) with the values passed under old names
+    put in their place (`pop_renamed`), for a function whose `**kwargs`
+    exist only to accept the old names.
+
+    Raises:
+        TypeError: `kwargs` holds any other name, as a function without
+            `**kwargs` would.
+    """
+    renamed = pop_renamed(kwargs, renames, owner)
+    if kwargs:
+        raise TypeError(f"{owner} got unexpected keyword arguments {sorted(kwargs)}")
+    return {**given, **renamed}
+
+
 def resolve(new_name, new_value, default, renamed):
     """The value of argument `new_name`: the one given under its old name
     (in `renamed`, from `pop_renamed`) when the new one kept its default.

@@ -114,11 +114,16 @@ class Decoder(_blocks.StackLayer):
         return_attention_scores=False,
         **deprecated,
     ):
-        renamed = _renames.pop_renamed(deprecated, CACHE_RENAMES, "Decoder")
-        if deprecated:
-            raise TypeError(f"Decoder got unexpected keyword arguments {sorted(deprecated)}")
-        cache = renamed.get("self_attention_cache", self_attention_cache)
-        cross_cache = renamed.get("cross_attention_cache", cross_attention_cache)
+        caches = _renames.take_renamed(
+            deprecated,
+            CACHE_RENAMES,
+            "Decoder",
+            {
+                "self_attention_cache": self_attention_cache,
+                "cross_attention_cache": cross_attention_cache,
+            },
+        )
+        cache, cross_cache = caches["self_attention_cache"], caches["cross_attention_cache"]
         x = inputs
         new_caches = []
         scores = None

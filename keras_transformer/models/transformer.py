@@ -254,11 +254,17 @@ class Transformer(keras.Model):
             Logits `[batch, target_length, target_vocab_size]`, or
             `(logits, self_attention_cache)` with a cache.
         """
-        renamed = _renames.pop_renamed(deprecated, CACHE_RENAMES, "Transformer.decode")
-        if deprecated:
-            raise TypeError(f"decode() got unexpected keyword arguments {sorted(deprecated)}")
-        self_attention_cache = renamed.get("self_attention_cache", self_attention_cache)
-        cross_attention_cache = renamed.get("cross_attention_cache", cross_attention_cache)
+        caches = _renames.take_renamed(
+            deprecated,
+            CACHE_RENAMES,
+            "Transformer.decode",
+            {
+                "self_attention_cache": self_attention_cache,
+                "cross_attention_cache": cross_attention_cache,
+            },
+        )
+        self_attention_cache = caches["self_attention_cache"]
+        cross_attention_cache = caches["cross_attention_cache"]
         start = 0 if cache_index is None else cache_index
         x = self.target_embedding(target_ids, start_index=start)
         x = self.embedding_dropout(x, training=training)
