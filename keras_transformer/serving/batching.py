@@ -13,6 +13,8 @@ log = logging.getLogger("keras_transformer.serve")
 
 # How often a waiting request asks whether its client is still there.
 _POLL_SECONDS = 0.05
+# How long, at least, small clients just answered count as still there.
+_SMALL_RETURN_SECONDS = 0.05
 
 
 class RequestCancelled(Exception):
@@ -29,14 +31,17 @@ class Batcher:
 
     A batch waits at most `timeout` seconds for company. Requests of at
     most a batch are taken whole, in arrival order. A larger one is split,
-    as TF Serving's large-batch splitting fills the open batch with the
-    first rows of a large task: while small requests wait, large ones share
-    a quarter of each batch beside them, and when none wait they fill it;
-    what is left of a large request goes behind whatever arrived meanwhile.
-    Small requests thus never wait for all of a large one, nor share a
-    batch mostly made of it, and a large one always advances: the oldest
-    request waiting gets at least a quarter of each batch. With
-    `split=False` a request over `max_batch_size` is refused.
+    as TF Serving's large-batch splitting does, but each request gets an
+    equal share of a batch's work, as a fair queue gives each client its
+    share: beside small requests, a large one takes as many rows as the
+    largest of them, and what is left of it goes behind whatever arrived
+    meanwhile. Large requests fill batches only once no small request has
+    been seen for a batch's time. On a CPU a batch's time grows with its
+    rows, so one client's 400-sentence request slows the one-sentence
+    clients beside it as one more client would, not as 400; and alone it
+    runs in full batches. The oldest request waiting always gets its share,
+    so a large one advances whatever the small ones do. With `split=False`
+    a request over `max_batch_size` is refused.
 
     As in TF Serving, nothing is refused on a guess of how long it would
     take: before each batch is formed, each request is asked whether its
@@ -64,6 +69,9 @@ class Batcher:
         self.timeout = timeout
         self.split = split
         self.queue = queue.Queue()  # arrivals, moved to `pending` by the loop
+        # Until when large requests leave room for the small requests whose
+        # answers just went out (their clients' next requests are on the way).
+        self._small_until = 0.0
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
@@ -159,35 +167,41 @@ class Batcher:
     def _pack(self, pending):
         """The rows of the next batch: `[(task, begin, end)]`.
 
-        Small requests (at most a batch) go whole, in arrival order. Large
-        ones share a quarter of the batch while small ones wait, and fill
-        it when none do; the oldest request waiting always gets a quarter.
+        Each request gets an equal share of the batch's work, as a fair
+        queue gives each flow its share: small requests (at most a batch)
+        go whole, in arrival order, and a large one takes as many rows as
+        the largest small request waiting. Large requests fill the batch
+        only once no small request has waited for a while, so a client
+        whose answer is on its way back does not find a whole batch of
+        them ahead of its next request. The oldest request waiting always
+        goes first, so a large one advances whatever the small ones do.
         """
         room = self.max_batch_size
-        quarter = max(1, room // 4)
+        small = [t for t in pending if t.rows <= self.max_batch_size]
+        share = max([1] + [t.remaining for t in small])
+        fill = not small and time.monotonic() >= self._small_until
         taken = {}
         oldest = pending[0]
-        if oldest.rows > room:
-            taken[oldest] = min(oldest.remaining, quarter)
+        if oldest.rows > self.max_batch_size:
+            taken[oldest] = min(oldest.remaining, share, room)
             room -= taken[oldest]
-        for task in pending:  # small ones whole
-            if task.rows <= self.max_batch_size and task.remaining <= room:
+        for task in small:  # whole, in arrival order
+            if task.remaining <= room:
                 taken[task] = task.remaining
                 room -= task.remaining
-        small_waiting = any(t.rows <= self.max_batch_size for t in pending)
-        large_room = room
-        if small_waiting:
-            given = sum(n for t, n in taken.items() if t.rows > self.max_batch_size)
-            large_room = min(room, max(0, quarter - given))
-        for task in pending:  # large ones share what is left to them
-            if large_room == 0:
+        for task in pending:  # a share each, then all that is left
+            if room == 0:
                 break
-            if task.rows <= self.max_batch_size:
-                continue
-            extra = min(task.remaining - taken.get(task, 0), large_room)
-            if extra > 0:
-                taken[task] = taken.get(task, 0) + extra
-                large_room -= extra
+            if task.rows > self.max_batch_size and task not in taken:
+                taken[task] = min(task.remaining, share, room)
+                room -= taken[task]
+        for task in pending if fill else ():
+            if room == 0:
+                break
+            if task.rows > self.max_batch_size:
+                extra = min(task.remaining - taken[task], room)
+                taken[task] += extra
+                room -= extra
         pieces = []
         for task in pending:
             if task in taken:
@@ -204,6 +218,7 @@ class Batcher:
     def _run(self, pieces, pending):
         inputs = [{k: v[begin:end] for k, v in task.inputs.items()} for task, begin, end in pieces]
         keys = inputs[0].keys()
+        start = time.monotonic()
         try:
             if any(piece.keys() != keys for piece in inputs):
                 outputs = [self.run(piece) for piece in inputs]
@@ -221,6 +236,9 @@ class Batcher:
                 if task in pending:
                     pending.remove(task)
             return
+        if any(task.rows <= self.max_batch_size for task, _, _ in pieces):
+            now = time.monotonic()
+            self._small_until = now + max(_SMALL_RETURN_SECONDS, now - start)
         for (task, _, end), output in zip(pieces, outputs):
             task.parts.append(output)
             if end == task.rows:

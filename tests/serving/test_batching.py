@@ -145,27 +145,69 @@ def test_splitting_can_be_refused(batchers):
         batcher.submit({"x": np.arange(3)})
 
 
-def test_a_large_request_fills_the_room_small_ones_leave(batchers):
-    batches = []
-    started = threading.Event()
+def _recording(batches, started=None, seconds=0.02):
+    """A run that records each batch's rows by sign: large requests send negatives."""
 
     def run(inputs):
-        batches.append(sorted(set(np.sign(inputs["x"]).tolist())))
-        started.set()
-        time.sleep(0.02)
+        x = inputs["x"]
+        batches.append((int((x < 0).sum()), int((x > 0).sum())))
+        if started is not None:
+            started.set()
+        time.sleep(seconds)
         return _double(inputs)
 
-    batcher = batchers(run, max_batch_size=8, timeout=0.01)
+    return run
+
+
+def test_a_large_request_alone_runs_in_full_batches(batchers):
+    batches = []
+    batcher = batchers(_recording(batches, seconds=0.0), max_batch_size=8)
+    out = batcher.submit({"x": -np.arange(1, 81)})
+    np.testing.assert_array_equal(out["out"], -2 * np.arange(1, 81))
+    assert batches == [(8, 0)] * 10
+
+
+@pytest.mark.parametrize("small_rows", [1, 3])
+def test_a_large_request_takes_a_small_ones_share_beside_them(batchers, small_rows):
+    batches = []
+    started = threading.Event()
+    batcher = batchers(_recording(batches, started), max_batch_size=8, timeout=0.01)
     large = {}
     thread = threading.Thread(target=lambda: large.update(batcher.submit({"x": -np.arange(1, 81)})))
     thread.start()
     started.wait(5)
-    small = batcher.submit({"x": np.array([5, 6])})
-    assert small["out"].tolist() == [10, 12]
-    assert thread.is_alive()  # the small request did not wait for all of the large one
+    smalls = [{} for _ in range(2)]
+    rows = np.arange(1, small_rows + 1)
+    clients = [
+        threading.Thread(target=lambda out=out: out.update(batcher.submit({"x": rows})))
+        for out in smalls
+    ]
+    for client in clients:
+        client.start()
+    for client in clients:
+        client.join()
+    assert thread.is_alive()  # the small requests did not wait for all of the large one
+    for out in smalls:
+        np.testing.assert_array_equal(out["out"], 2 * np.arange(1, small_rows + 1))
     thread.join()
     np.testing.assert_array_equal(large["out"], -2 * np.arange(1, 81))
-    assert [-1, 1] in batches  # a batch held rows of both
+    beside = [b for b in batches if b[1] > 0]
+    # Beside small requests the large one has their share, never the room they leave.
+    assert beside and all(large_rows == small_rows for large_rows, _ in beside)
+
+
+def test_a_large_request_fills_again_once_small_clients_are_gone(batchers):
+    batches = []
+    started = threading.Event()
+    batcher = batchers(_recording(batches, started), max_batch_size=8, timeout=0.01)
+    thread = threading.Thread(target=lambda: batcher.submit({"x": -np.arange(1, 201)}))
+    thread.start()
+    started.wait(5)
+    batcher.submit({"x": np.array([1])})
+    thread.join()
+    after = batches[batches.index(next(b for b in batches if b[1] > 0)) + 1 :]
+    assert after[0][0] == 1  # the small client may be about to come back
+    assert (8, 0) in after  # it did not: full batches again
 
 
 def test_small_requests_cannot_starve_a_large_one(batchers):
