@@ -97,6 +97,22 @@ def test_both_names_with_different_values_are_refused():
 
 
 @pytest.mark.parametrize(
+    "new, old, value",
+    [("source_vocab_size", "input_vocab_size", 30), ("dropout", "dropout_rate", [0.1])],
+)
+def test_the_hypermodel_refuses_both_names_with_different_values(new, old, value):
+    pytest.importorskip("keras_tuner")
+    from keras_transformer.tuning import TransformerHyperModel
+
+    sizes = dict(source_vocab_size=30, target_vocab_size=40)
+    with pytest.raises(ValueError, match=f"`{new}` was given under its new and its deprecated"):
+        with pytest.warns(DeprecationWarning):
+            TransformerHyperModel(**{**sizes, new: value, old: [0.2] if new == "dropout" else 31})
+    with pytest.warns(DeprecationWarning):  # the same value under both names is no conflict
+        TransformerHyperModel(**{**sizes, new: value, old: value})
+
+
+@pytest.mark.parametrize(
     "old, new", [("input_vocab_size", "source_vocab_size"), ("dropout_rate", "dropout")]
 )
 def test_old_attributes_warn_and_read_the_new_ones(old, new):

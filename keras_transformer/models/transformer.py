@@ -17,6 +17,16 @@ RENAMED_ARGUMENTS = {
 }
 
 
+def check_vocab_sizes(source_vocab_size, target_vocab_size):
+    """Raises a `ValueError` naming whichever vocabulary size is missing."""
+    for name, size in (
+        ("source_vocab_size", source_vocab_size),
+        ("target_vocab_size", target_vocab_size),
+    ):
+        if size is None:
+            raise ValueError(f"`{name}` is required. Received: {name}=None")
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(keras.Model):
     """Encoder-decoder Transformer for sequence-to-sequence tasks.
@@ -87,12 +97,7 @@ class Transformer(keras.Model):
         source_vocab_size = _renames.resolve("source_vocab_size", source_vocab_size, None, renamed)
         dropout = _renames.resolve("dropout", dropout, 0.1, renamed)
         attention_dropout = _renames.resolve("attention_dropout", attention_dropout, None, renamed)
-        for name, size in (
-            ("source_vocab_size", source_vocab_size),
-            ("target_vocab_size", target_vocab_size),
-        ):
-            if size is None:
-                raise ValueError(f"`{name}` is required. Received: {name}=None")
+        check_vocab_sizes(source_vocab_size, target_vocab_size)
         if share_embeddings and source_vocab_size != target_vocab_size:
             raise ValueError(
                 "`share_embeddings=True` needs one vocabulary for source and "

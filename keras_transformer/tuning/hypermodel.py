@@ -3,7 +3,7 @@
 import keras_tuner
 
 from keras_transformer import _renames
-from keras_transformer.models.transformer import Transformer
+from keras_transformer.models.transformer import Transformer, check_vocab_sizes
 from keras_transformer.training.recipe import compile_for_training
 from keras_transformer.tuning.space import (
     BATCH_DIMENSIONS,
@@ -11,6 +11,9 @@ from keras_transformer.tuning.space import (
     MODEL_DIMENSIONS,
     RENAMED_DIMENSIONS,
 )
+
+# An override not given (None is a value a dimension could be fixed to).
+_NOT_GIVEN = object()
 
 
 class TransformerHyperModel(keras_tuner.HyperModel):
@@ -65,14 +68,13 @@ class TransformerHyperModel(keras_tuner.HyperModel):
             {"input_vocab_size": "source_vocab_size", **RENAMED_DIMENSIONS},
             "TransformerHyperModel",
         )
-        source_vocab_size = renamed.pop("source_vocab_size", source_vocab_size)
-        overrides = {**renamed, **overrides}
-        for name, size in (
-            ("source_vocab_size", source_vocab_size),
-            ("target_vocab_size", target_vocab_size),
-        ):
-            if size is None:
-                raise ValueError(f"`{name}` is required. Received: {name}=None")
+        # Both names with different values are refused, as by `Transformer`.
+        source_vocab_size = _renames.resolve("source_vocab_size", source_vocab_size, None, renamed)
+        renamed.pop("source_vocab_size", None)
+        for name in renamed:
+            overrides[name] = _renames.resolve(name, overrides.get(name, _NOT_GIVEN), _NOT_GIVEN,
+                                               renamed)  # fmt: skip
+        check_vocab_sizes(source_vocab_size, target_vocab_size)
         unknown = sorted(set(overrides) - set(DEFAULT_SPACE))
         if unknown:
             raise ValueError(f"Unknown search dimensions {unknown}; known: {sorted(DEFAULT_SPACE)}")
