@@ -6,13 +6,14 @@
 import warnings
 
 
-def pop_renamed(kwargs, renames, owner):
+def pop_renamed(kwargs, renames, owner, stacklevel=3):
     """Takes the old names of `renames` out of `kwargs`, warning for each.
 
     Args:
         kwargs: the keyword arguments a function received (modified).
         renames: `{old name: new name}`.
         owner: what the arguments are given to, for the warning.
+        stacklevel: the warning's, from here (3: the caller's caller).
 
     Returns:
         `{new name: value}` for the old names that were given.
@@ -33,25 +34,46 @@ def pop_renamed(kwargs, renames, owner):
             warnings.warn(
                 f"`{owner}({old}=...)` is deprecated: use `{new}`",
                 DeprecationWarning,
-                stacklevel=3,
+                stacklevel=stacklevel,
             )
             found[new] = kwargs.pop(old)
     return found
 
 
 def take_renamed(kwargs, renames, owner, given):
-    """`given` (`{new name: value}`) with the values passed under old names
-    put in their place (`pop_renamed`), for a function whose `**kwargs`
-    exist only to accept the old names.
+    """`given` (`{new name: value}`, None where not given) with the values
+    passed under old names put in their place (`pop_renamed`), for a
+    function whose `**kwargs` exist only to accept the old names.
 
     Raises:
         TypeError: `kwargs` holds any other name, as a function without
             `**kwargs` would.
+        ValueError: an argument was given under both names (tensors, which
+            cannot be compared to tell whether they agree).
     """
-    renamed = pop_renamed(kwargs, renames, owner)
+    renamed = pop_renamed(kwargs, renames, owner, stacklevel=4)
     if kwargs:
         raise TypeError(f"{owner} got unexpected keyword arguments {sorted(kwargs)}")
+    both = sorted(name for name in renamed if given.get(name) is not None)
+    if both:
+        raise ValueError(f"{owner}: {both} given under their new and their deprecated names")
     return {**given, **renamed}
+
+
+# A key not given (None is a value a key could be given).
+_NOT_GIVEN = object()
+
+
+def rename_keys(mapping, renames, owner):
+    """Puts the values that `mapping` holds under old names of `renames`
+    under the new ones (modified in place), warning for each.
+
+    Raises:
+        ValueError: when both names were given different values.
+    """
+    renamed = pop_renamed(mapping, renames, owner, stacklevel=4)
+    for name in renamed:
+        mapping[name] = resolve(name, mapping.get(name, _NOT_GIVEN), _NOT_GIVEN, renamed)
 
 
 def resolve(new_name, new_value, default, renamed):

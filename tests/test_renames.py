@@ -161,6 +161,10 @@ def test_decoder_cache_arguments_keep_their_old_names():
     np.testing.assert_allclose(old_cache, new_cache, atol=1e-6)
     with pytest.raises(TypeError, match="caches"):
         decoder(x, caches=cache, cache_index=0)
+    # Tensors under both names cannot be told to agree: refused, not one
+    # silently taken.
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="self_attention_cache"):
+        decoder(x, self_attention_cache=cache, cache=cache, cache_index=0)
 
 
 def test_transformer_decode_keeps_its_old_cache_arguments():

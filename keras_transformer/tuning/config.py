@@ -94,9 +94,8 @@ class TuneConfig(DataConfig):
             raise ValueError(f"`verbose` must be 0, 1 or 2. Received: verbose={self.verbose!r}")
         if not isinstance(self.space, dict):
             raise ValueError(f"`space` must be a dict. Received: space={self.space!r}")
-        space = dict(self.space)
-        space.update(_renames.pop_renamed(space, RENAMED_DIMENSIONS, "TuneConfig.space"))
-        self.space = space
+        self.space = dict(self.space)
+        _renames.rename_keys(self.space, RENAMED_DIMENSIONS, "TuneConfig.space")
         unknown = sorted(set(self.space) - set(DEFAULT_SPACE))
         if unknown:
             raise ValueError(f"Unknown search dimensions {unknown}; known: {sorted(DEFAULT_SPACE)}")

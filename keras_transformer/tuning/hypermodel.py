@@ -12,9 +12,6 @@ from keras_transformer.tuning.space import (
     RENAMED_DIMENSIONS,
 )
 
-# An override not given (None is a value a dimension could be fixed to).
-_NOT_GIVEN = object()
-
 
 class TransformerHyperModel(keras_tuner.HyperModel):
     """Searches the architecture and training recipe of a `Transformer`.
@@ -63,17 +60,12 @@ class TransformerHyperModel(keras_tuner.HyperModel):
         **overrides,
     ):
         super().__init__(name="transformer", tunable=True)
-        renamed = _renames.pop_renamed(
-            overrides,
-            {"input_vocab_size": "source_vocab_size", **RENAMED_DIMENSIONS},
-            "TransformerHyperModel",
-        )
         # Both names with different values are refused, as by `Transformer`.
+        renamed = _renames.pop_renamed(
+            overrides, {"input_vocab_size": "source_vocab_size"}, "TransformerHyperModel"
+        )
         source_vocab_size = _renames.resolve("source_vocab_size", source_vocab_size, None, renamed)
-        renamed.pop("source_vocab_size", None)
-        for name in renamed:
-            overrides[name] = _renames.resolve(name, overrides.get(name, _NOT_GIVEN), _NOT_GIVEN,
-                                               renamed)  # fmt: skip
+        _renames.rename_keys(overrides, RENAMED_DIMENSIONS, "TransformerHyperModel")
         check_vocab_sizes(source_vocab_size, target_vocab_size)
         unknown = sorted(set(overrides) - set(DEFAULT_SPACE))
         if unknown:

@@ -41,3 +41,11 @@ def test_the_0_1_0_dropout_dimension_still_works():
         config = TuneConfig(**REQUIRED, space={"dropout_rate": [0.1, 0.2], "dff": [64]})
     assert config.space == {"dropout": [0.1, 0.2], "dff": [64]}
     assert TuneConfig.from_dict(config.to_dict()) == config
+
+
+def test_the_old_and_new_dropout_dimension_with_different_values_are_refused():
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="`dropout` was given"):
+        TuneConfig(**REQUIRED, space={"dropout_rate": [0.1], "dropout": [0.2]})
+    with pytest.warns(DeprecationWarning):  # the same value under both names agrees
+        config = TuneConfig(**REQUIRED, space={"dropout_rate": [0.1], "dropout": [0.1]})
+    assert config.space == {"dropout": [0.1]}
