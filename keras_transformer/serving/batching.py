@@ -195,10 +195,10 @@ class Batcher:
             if task.rows > self.max_batch_size and task not in taken:
                 taken[task] = min(task.remaining, share, room)
                 room -= taken[task]
-        for task in pending if fill else ():
-            if room == 0:
-                break
-            if task.rows > self.max_batch_size:
+        if fill:  # all are large: what is left goes to them, oldest first
+            for task in pending:
+                if room == 0:
+                    break
                 extra = min(task.remaining - taken[task], room)
                 taken[task] += extra
                 room -= extra
