@@ -43,12 +43,17 @@ def _heads(x, heads):
 
 
 def _attend(query, keys, values, mask):
-    """One query position over `[rows, heads, length, head_dim]` keys and
-    values; `mask` broadcasts to `[rows, 1, 1, length]`."""
+    """Queries `[..., heads, queries, head_dim]` over `[..., heads, length,
+    head_dim]` keys and values; `mask` broadcasts to `[..., 1 or heads,
+    queries, length]`. Returns the context `[..., heads, queries, head_dim]`."""
     logits = tf.cast(tf.matmul(query, keys, transpose_b=True), tf.float32)
-    logits = tf.where(mask, logits, _LARGE_NEGATIVE)  # [rows, heads, 1, length]
+    logits = tf.where(mask, logits, _LARGE_NEGATIVE)
     weights = tf.cast(tf.nn.softmax(logits, axis=-1), values.dtype)
-    context = tf.matmul(weights, values)  # [rows, heads, 1, head_dim]
+    return tf.matmul(weights, values)
+
+
+def _rows(context):
+    """`[rows, heads, 1, head_dim]` -> `[rows, heads * head_dim]`."""
     return tf.reshape(context, [-1, context.shape[1] * context.shape[3]])
 
 
@@ -108,10 +113,11 @@ class LeanStep:
         """Encodes the source; returns `(constant, state)`.
 
         `constant` (the encoder's keys and values per block, `[batch, heads,
-        source_length, head_dim]`, the source padding mask, the fused
-        weights) does not change during a search: tile it over beams and
-        close the step over it. `state` (the self-attention caches, zeros
-        `[batch, heads, max_length, head_dim]`) is the search's state.
+        source_length, head_dim]`, and the source padding mask) does not
+        change during a search: the step closes over it, once per source
+        row whatever the beams (`step_fn(constant, beams)`). `state` (the
+        self-attention caches, zeros `[batch, heads, max_length,
+        head_dim]`) is the search's state: tile it over beams.
         """
         model = self.model
         encoded = model.encode(source_ids, training=False)
@@ -135,9 +141,18 @@ class LeanStep:
         state = {"self_attention_cache": tuple((zeros, zeros) for _ in model.decoder.blocks)}
         return constant, state
 
-    def step_fn(self, constant):
+    def step_fn(self, constant, beams=1):
         """`step_fn(ids [rows], index, state) -> (logits [rows, vocab],
-        state)` over `constant` (tiled to the same rows)."""
+        state)` over `constant` of `batch` rows, where `rows` is `batch *
+        beams`, the beams of a source row next to each other (as
+        `beam_search` lays them out).
+
+        The beams of a source row share its encoder keys and values, which
+        are not tiled: the cross-attention runs the beams' queries of a
+        row as one batch element (`beams` queries), so it reads each
+        source once, not once a beam, and its batched products have
+        `beams` times fewer, larger elements.
+        """
         model = self.model
         norm_first = model.norm_first
         scale = 1.0 / math.sqrt(self.head_dim)
@@ -153,7 +168,10 @@ class LeanStep:
             length = state["self_attention_cache"][0][0].shape[2]
             written = (tf.range(length) <= index)[None, None, None, :]
             own_mask = tf.logical_and(written, is_token)
-            cross_mask = tf.logical_and(constant["source_mask"], is_token)
+            # [batch, 1, beams, source_length]: each beam's own query row.
+            cross_mask = tf.logical_and(
+                constant["source_mask"], tf.reshape(is_token, [-1, 1, beams, 1])
+            )
             caches = []
             blocks = model.decoder.blocks
             for block, w, (keys, values), (cross_keys, cross_values) in zip(
@@ -165,14 +183,18 @@ class LeanStep:
                 keys = keras.ops.slice_update(keys, (0, 0, index, 0), _heads(k, self.heads))
                 values = keras.ops.slice_update(values, (0, 0, index, 0), _heads(v, self.heads))
                 caches.append((keys, values))
-                context = _attend(_heads(q * scale, self.heads), keys, values, own_mask)
+                context = _rows(_attend(_heads(q * scale, self.heads), keys, values, own_mask))
                 y = tf.matmul(context, w["output_kernel"]) + w["output_bias"]
                 x = residual(x, y, block.self_attention_norm)
 
                 h = block.cross_attention_norm(x) if norm_first else x
                 q = tf.matmul(h, w["cross_query_kernel"]) + w["cross_query_bias"]
-                q = _heads(q * scale, self.heads)
-                context = _attend(q, cross_keys, cross_values, cross_mask)
+                # [batch * beams, d] -> [batch, heads, beams, head_dim].
+                q = tf.reshape(q * scale, [-1, beams, self.heads, self.head_dim])
+                context = _attend(
+                    tf.transpose(q, [0, 2, 1, 3]), cross_keys, cross_values, cross_mask
+                )
+                context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, model.d_model])
                 y = tf.matmul(context, w["cross_output_kernel"]) + w["cross_output_bias"]
                 x = residual(x, y, block.cross_attention_norm)
 

@@ -217,11 +217,12 @@ class Translator(tf.Module):
                 tf.unstack(constant["cross_attention_cache"], axis=1)
             )
             state = {"self_attention_cache": tuple(tf.unstack(cache, axis=1))}
-        if beam_size > 1:
+        if beam_size > 1 and not lean:
             constant = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), constant)
 
         if lean:
-            step = lean_step.step_fn(constant)
+            # The beams share the encoder's keys and values, untiled.
+            step = lean_step.step_fn(constant, beam_size)
         else:
 
             def step(ids, index, loop_state):

@@ -29,13 +29,16 @@ def _model(overrides, seed=0):
     return model
 
 
+@pytest.mark.parametrize("beams", [1, 3])
 @pytest.mark.parametrize("overrides", ARCHITECTURES.values(), ids=ARCHITECTURES)
-def test_every_step_gives_the_logits_of_decode_step(overrides):
+def test_every_step_gives_the_logits_of_decode_step(overrides, beams):
+    # With beams, the lean step reads each source row's encoder output once
+    # for all its beams; the model's step reads it tiled, one copy a beam.
     model = _model(overrides)
     rng = np.random.default_rng(1)
     context = rng.integers(1, VOCAB, size=(3, 7)).astype("int32")
     context[1, 4:] = 0  # a padded source
-    tokens = rng.integers(1, VOCAB, size=(3, STEPS)).astype("int32")
+    tokens = rng.integers(1, VOCAB, size=(3 * beams, STEPS)).astype("int32")
     tokens[2, 3] = 0  # a padding token as input attends to nothing, in both
 
     lean = LeanStep(model)
@@ -43,13 +46,14 @@ def test_every_step_gives_the_logits_of_decode_step(overrides):
     @tf.function(jit_compile=True)
     def lean_logits(context, tokens):
         constant, state = lean.initial_state(context, STEPS)
-        step, outputs = lean.step_fn(constant), []
+        state = tf.nest.map_structure(lambda t: tf.repeat(t, beams, axis=0), state)
+        step, outputs = lean.step_fn(constant, beams), []
         for i in range(STEPS):
             logits, state = step(tokens[:, i], i, state)
             outputs.append(logits)
         return tf.stack(outputs, axis=1)
 
-    state = model.init_decoding_state(context, STEPS)
+    state = model.init_decoding_state(np.repeat(context, beams, axis=0), STEPS)
     want = []
     for i in range(STEPS):
         logits, state = model.decode_step(tokens[:, i], i, state)
