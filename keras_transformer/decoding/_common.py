@@ -78,3 +78,44 @@ def top_k(values, k, block=64):
     top, picked = tf.math.top_k(tf.reshape(candidates, [-1, k * block]), k=k)
     block_of = tf.gather(best_blocks, picked // block, batch_dims=1)
     return top, block_of * block + picked % block
+
+
+def state_lengths(max_length, first=16):
+    """The lengths a growing step state runs through (`loop_in_segments`):
+    doubling from `first`, then `max_length`; `[max_length]` alone when it
+    is at most `first`."""
+    lengths, length = [], first
+    while length < max_length:
+        lengths.append(length)
+        length *= 2
+    return lengths + [max_length]
+
+
+def loop_in_segments(not_done, body, initial, max_length, grow_state, invariants=None):
+    """`tf.while_loop(not_done, body, (initial,))` over a loop state with
+    `.i` (the position being generated) and `.state` (the step function's).
+
+    With `grow_state`, the loop runs in segments, one per length of
+    `state_lengths(max_length)`: before each, `grow_state(state, length)`
+    makes the step's state hold `length` positions, and the segment runs
+    while `i < length`. A step whose caches are read and reordered whole
+    at every step (fixed shapes, as XLA needs them) then pays for a short
+    output as for short caches, not for `max_length` positions.
+    `invariants(state)`: the loop's shape invariants, from the state of
+    the segment.
+    """
+
+    def run(s, cond, limit):
+        options = {"maximum_iterations": limit}
+        if invariants is not None:
+            options["shape_invariants"] = (invariants(s.state),)
+        (s,) = tf.while_loop(cond, body, (s,), **options)
+        return s
+
+    if grow_state is None:
+        return run(initial, not_done, max_length)
+    s = initial
+    for length in state_lengths(max_length):
+        s = s._replace(state=grow_state(s.state, length))
+        s = run(s, lambda s, length=length: tf.logical_and(not_done(s), s.i < length), length)
+    return s

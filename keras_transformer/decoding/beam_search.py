@@ -58,7 +58,17 @@ def _tile_beams(tensor, beam_size):
 # The loop is an explicit tf.while_loop: AutoGraph has nothing to convert,
 # and converting the caller's step function has picked the wrong method.
 @tf.autograph.experimental.do_not_convert
-def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, end_id, alpha=0.6):
+def beam_search(
+    step_fn,
+    initial_ids,
+    initial_state,
+    *,
+    beam_size,
+    max_length,
+    end_id,
+    alpha=0.6,
+    grow_state=None,
+):
     """Finds the most likely sequences under a length-normalized score.
 
     The search of GNMT/tensor2tensor: at each step the `beam_size` alive
@@ -88,6 +98,14 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
         max_length: most tokens generated per hypothesis.
         end_id: the end token.
         alpha: length-penalty exponent (0 scores by raw log-probability).
+        grow_state: optional `grow_state(state, length) -> state`, for a
+            state of caches indexed by position (whose length the step
+            reads from their shapes): the search then runs its first 16
+            steps with caches of 16 positions, steps 16-31 with 32, 32-63
+            with 64 and so on up to `max_length`, growing them in between,
+            so that a short output reads and reorders short caches (each
+            length is a loop of its own: more to compile). `LeanStep.grow_state`
+            is one.
 
     Returns:
         `(sequences [batch, beam_size, max_length] int32, scores [batch,
@@ -199,12 +217,13 @@ def beam_search(step_fn, initial_ids, initial_state, *, beam_size, max_length, e
             ),
         )
 
-    (final,) = tf.while_loop(
+    final = _common.loop_in_segments(
         not_done,
         body,
-        (initial,),
-        shape_invariants=(BeamState.shape_invariants(k, max_length, state),),
-        maximum_iterations=max_length,
+        initial,
+        max_length,
+        grow_state,
+        invariants=lambda state: BeamState.shape_invariants(k, max_length, state),
     )
     # Rows short of k finished hypotheses are completed with alive ones,
     # which always rank after the finished.

@@ -22,7 +22,9 @@ class GreedyState(NamedTuple):
 # The loop is an explicit tf.while_loop: AutoGraph has nothing to convert,
 # and converting the caller's step function has picked the wrong method.
 @tf.autograph.experimental.do_not_convert
-def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, alpha=0.6):
+def greedy_search(
+    step_fn, initial_ids, initial_state, *, max_length, end_id, alpha=0.6, grow_state=None
+):
     """Picks the most likely token at every step until each row ends.
 
     Same contract as `beam_search` with one beam: `step_fn(ids [batch],
@@ -35,6 +37,7 @@ def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, al
         max_length: most tokens generated per row.
         end_id: the end token.
         alpha: length-penalty exponent used for the score.
+        grow_state: caches that grow with the output, as in `beam_search`.
 
     Returns:
         `(sequences [batch, 1, max_length] int32, scores [batch, 1] float32)`:
@@ -64,12 +67,14 @@ def greedy_search(step_fn, initial_ids, initial_state, *, max_length, end_id, al
 
     return token_by_token(
         step_fn, initial_ids, initial_state, most_likely, max_length=max_length, end_id=end_id,
-        alpha=alpha,
+        alpha=alpha, grow_state=grow_state,
     )  # fmt: skip
 
 
 @tf.autograph.experimental.do_not_convert
-def token_by_token(step_fn, initial_ids, initial_state, choose, *, max_length, end_id, alpha=0.6):
+def token_by_token(
+    step_fn, initial_ids, initial_state, choose, *, max_length, end_id, alpha=0.6, grow_state=None
+):
     """The loop of greedy search and sampling: one token a step, chosen by
     `choose(step_log_probs [batch, vocab], index) -> tokens [batch] int32`,
     until every row has ended. The scores are the model's log-probabilities
@@ -110,6 +115,6 @@ def token_by_token(step_fn, initial_ids, initial_state, choose, *, max_length, e
             ),
         )
 
-    (final,) = tf.while_loop(not_done, body, (initial,), maximum_iterations=max_length)
+    final = _common.loop_in_segments(not_done, body, initial, max_length, grow_state)
     scores = final.log_probs / _common.length_penalty(final.lengths, alpha)
     return final.sequences[:, None, :], scores[:, None]

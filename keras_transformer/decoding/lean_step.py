@@ -117,7 +117,9 @@ class LeanStep:
         change during a search: the step closes over it, once per source
         row whatever the beams (`step_fn(constant, beams)`). `state` (the
         self-attention caches, zeros `[batch, heads, max_length,
-        head_dim]`) is the search's state: tile it over beams.
+        head_dim]`) is the search's state: tile it over beams. The step
+        reads the caches' length from their shape, so a search may start
+        them shorter and grow them (`grow_state`).
         """
         model = self.model
         encoded = model.encode(source_ids, training=False)
@@ -140,6 +142,20 @@ class LeanStep:
         zeros = tf.zeros([batch, self.heads, max_length, self.head_dim], self.dtype)
         state = {"self_attention_cache": tuple((zeros, zeros) for _ in model.decoder.blocks)}
         return constant, state
+
+    @staticmethod
+    def grow_state(state, length):
+        """`state` with caches of `length` positions: the written ones kept,
+        zeros after them; the searches' `grow_state`."""
+
+        def resize(cache):
+            extra = length - cache.shape[2]
+            if extra <= 0:
+                return cache[:, :, :length]
+            return tf.pad(cache, [[0, 0], [0, 0], [0, extra], [0, 0]])
+
+        caches = tf.nest.map_structure(resize, state["self_attention_cache"])
+        return {**state, "self_attention_cache": caches}
 
     def step_fn(self, constant, beams=1):
         """`step_fn(ids [rows], index, state) -> (logits [rows, vocab],

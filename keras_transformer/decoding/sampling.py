@@ -71,6 +71,7 @@ def sample_search(
     top_p=1.0,
     alpha=0.6,
     seed=None,
+    grow_state=None,
 ):
     """Draws each token from the model's filtered distribution until every
     row ends, as fairseq's and OpenNMT-tf's sampling decoders do.
@@ -91,6 +92,7 @@ def sample_search(
         alpha: length-penalty exponent of the score.
         seed: an int, or a scalar integer tensor, for draws that repeat
             (stateless); None draws anew on every call.
+        grow_state: caches that grow with the output, as in `beam_search`.
 
     Returns:
         `(sequences [batch, 1, max_length] int32, scores [batch, 1]
@@ -139,4 +141,5 @@ def sample_search(
         max_length=max_length,
         end_id=end_id,
         alpha=alpha,
+        grow_state=grow_state,
     )

@@ -231,6 +231,10 @@ class Translator(tf.Module):
 
         start = tf.fill([batch], START_ID)
         options = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)
+        if lean:
+            # Caches that grow with the output: a short translation under
+            # a long `max_output_length` reads and reorders short caches.
+            options["grow_state"] = lean_step.grow_state
         if sample:
             return sample_search(
                 step,

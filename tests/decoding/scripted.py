@@ -43,3 +43,38 @@ def brute_force(table, row, start_id, end_id, max_length, alpha):
     # Finished hypotheses rank before unfinished ones.
     results.sort(key=lambda r: (not r[1], -r[0]))
     return results
+
+
+def history_step_fn(table, lengths_seen):
+    """`markov_step_fn(table)` plus a term that reads the whole of a
+    position-indexed cache, `state["history"] [rows, length]` (the ids
+    generated so far, 0 after them), as a decoder reads its caches: a
+    search that loses, misplaces or fails to reorder a written position
+    changes the logits. The cache's length is read from its shape and
+    recorded in `lengths_seen` at each trace.
+    """
+    markov = markov_step_fn(table)
+    vocab = table.shape[-1]
+
+    def step_fn(ids, index, state):
+        logits, _ = markov(ids, index, state)
+        history = state["history"]
+        length = history.shape[1]
+        lengths_seen.append(length)
+        weights = tf.range(1, length + 1)[None, :]  # where each id was written matters
+        pull = tf.one_hot(tf.reduce_sum(history * weights, axis=1) % vocab, vocab)
+        history = tf.where(tf.range(length)[None, :] == index, ids[:, None], history)
+        return logits + 0.3 * pull, {**state, "history": history}
+
+    return step_fn
+
+
+def grow_history(state, length):
+    """`state["history"]` holding `length` positions: a search's `grow_state`."""
+    history = state["history"]
+    extra = length - history.shape[1]
+    if extra <= 0:
+        history = history[:, :length]
+    else:
+        history = tf.pad(history, [[0, 0], [0, extra]])
+    return {**state, "history": history}

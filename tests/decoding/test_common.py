@@ -1,10 +1,15 @@
-"""What the searches share: the block top-k against `tf.math.top_k`."""
+"""What the searches share: the block top-k against `tf.math.top_k`, and
+loops over states that grow."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.decoding import _common
+from keras_transformer.decoding import _common, beam_search, greedy_search
+from keras_transformer.decoding.sampling import sample_search
+from tests.decoding.scripted import grow_history, history_step_fn
+
+START, END = 1, 3
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])
@@ -28,3 +33,47 @@ def test_block_top_k_is_top_k_ties_included(rows, size, k, levels, jit_compile):
     got_values, got_indices = top_k(tf.constant(values))
     np.testing.assert_array_equal(got_indices, want_indices)
     np.testing.assert_array_equal(got_values, want_values)
+
+
+@pytest.mark.parametrize(
+    "max_length, lengths",
+    [(1, [1]), (16, [16]), (17, [16, 17]), (40, [16, 32, 40]), (64, [16, 32, 64]),
+     (128, [16, 32, 64, 128])],
+)  # fmt: skip
+def test_state_lengths_double_from_16_up_to_max_length(max_length, lengths):
+    assert _common.state_lengths(max_length) == lengths
+
+
+SEARCHES = {
+    "beam": lambda *args, **kw: beam_search(*args, beam_size=3, **kw),
+    "greedy": greedy_search,
+    "sampling": lambda *args, **kw: sample_search(*args, seed=7, **kw),
+}
+
+
+@pytest.mark.parametrize("search", SEARCHES.values(), ids=SEARCHES)
+@pytest.mark.parametrize("max_length", [12, 40])
+def test_a_growing_state_gives_the_searches_results(search, max_length):
+    # The end token is rare: every hypothesis of 40 runs through more than
+    # one segment (16, 32, 40), and the history term makes every written
+    # position and its order count.
+    rng = np.random.default_rng(max_length)
+    batch, vocab = 3, 6
+    table = rng.normal(size=(batch, max_length, vocab, vocab)).astype("float32")
+    table[..., END] -= 3.0
+
+    def run(grow):
+        seen = []
+        state = {"row": tf.range(batch), "history": tf.zeros([batch, max_length], tf.int32)}
+        step = history_step_fn(table, seen)
+        options = dict(max_length=max_length, end_id=END, alpha=0.6, grow_state=grow)
+        result = tf.function(lambda: search(step, tf.fill([batch], START), state, **options))()
+        # In a graph, one trace of the step per loop: one loop per length.
+        assert seen == (_common.state_lengths(max_length) if grow else [max_length])
+        return result
+
+    runs = {grow: run(grow) for grow in (None, grow_history)}
+    (sequences, scores), (grown_sequences, grown_scores) = runs.values()
+    assert int(tf.reduce_min(tf.reduce_sum(tf.sign(sequences), -1))) > 16 or max_length < 16
+    np.testing.assert_array_equal(grown_sequences, sequences)
+    np.testing.assert_allclose(grown_scores, scores, rtol=1e-6)

@@ -65,15 +65,16 @@ def test_every_step_gives_the_logits_of_decode_step(overrides, beams):
 @pytest.mark.parametrize("overrides", [{}, ARCHITECTURES["pre-norm, shared embeddings"]],
                          ids=["post-norm", "pre-norm, shared embeddings"])  # fmt: skip
 def test_the_compiled_searches_equal_the_plain_ones(overrides):
-    # Batch sizes (1, 2) and lengths (4, 10): 3 rows run as chunks of 2 and
+    # Batch sizes (1, 2) and lengths (4, 20): 3 rows run as chunks of 2 and
     # 1, 5 as 2, 2 and 1 (padded copies of the last row in none); sources of
-    # 3 and 8 tokens take both lengths; no rows run nothing.
+    # 3 and 8 tokens take both lengths; no rows run nothing. 20 tokens: the
+    # compiled searches grow their caches from 16 positions to 20.
     model = _model(overrides, seed=2)
-    options = dict(max_output_length=10, beam_size=3)
+    options = dict(max_output_length=20, beam_size=3)
     plain = Translator(model, None, None, **options)
     compiled = Translator(model, None, None, jit_compile=True, batch_sizes=(2, 1),
                           lengths=(4,), max_input_length=8, **options)  # fmt: skip
-    assert compiled.lengths == [4, 10] and compiled.batch_sizes == [1, 2]
+    assert compiled.lengths == [4, 20] and compiled.batch_sizes == [1, 2]
     rng = np.random.default_rng(0)
     for rows, source_length in ((1, 3), (3, 8), (5, 3), (0, 8)):
         context = tf.constant(rng.integers(4, VOCAB, size=(rows, source_length)), tf.int32)
@@ -87,7 +88,7 @@ def test_the_compiled_searches_equal_the_plain_ones(overrides):
         first, _ = compiled._search(context, 1, sample=True, seed=5)
         again, _ = compiled._search(context, 1, sample=True, seed=5)
         np.testing.assert_array_equal(first, again)
-        assert first.shape == (rows, 1, 10)
+        assert first.shape == (rows, 1, 20)
 
 
 def test_compiled_sampling_of_the_top_token_is_greedy_search():
@@ -113,6 +114,23 @@ def test_the_shapes_are_validated_and_listed():
     # One beam is greedy search: the two signatures share one program.
     greedy_only = Translator(model, None, None, beam_size=1, jit_compile=True)
     assert greedy_only.compiled_searches == ["greedy search", "sampling", "scoring pass"]
+
+
+def test_grown_caches_keep_what_was_written():
+    model = _model({})
+    lean = LeanStep(model)
+    rng = np.random.default_rng(4)
+    cache = tf.constant(rng.normal(size=(2, model.num_heads, 5, 8)), tf.float32)
+    state = {"self_attention_cache": ((cache, cache + 1),), "other": tf.ones([2])}
+    grown = lean.grow_state(state, 9)
+    keys, values = grown["self_attention_cache"][0]
+    assert keys.shape == (2, model.num_heads, 9, 8)
+    np.testing.assert_array_equal(keys[:, :, :5], cache)
+    np.testing.assert_array_equal(values[:, :, :5], cache + 1)
+    np.testing.assert_array_equal(keys[:, :, 5:], 0)
+    assert grown["other"] is state["other"]
+    np.testing.assert_array_equal(lean.grow_state(state, 3)["self_attention_cache"][0][0],
+                                  cache[:, :, :3])  # fmt: skip
 
 
 def test_start_token_is_where_the_search_starts():
