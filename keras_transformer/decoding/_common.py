@@ -93,14 +93,17 @@ def state_lengths(max_length, first=16):
 
 def loop_in_segments(not_done, body, initial, max_length, grow_state, invariants=None):
     """`tf.while_loop(not_done, body, (initial,))` over a loop state with
-    `.i` (the position being generated) and `.state` (the step function's).
+    `.i` (the position being generated) and `.state` (the step function's);
+    returns the loop state at the end.
 
     With `grow_state`, the loop runs in segments, one per length of
     `state_lengths(max_length)`: before each, `grow_state(state, length)`
     makes the step's state hold `length` positions, and the segment runs
     while `i < length`. A step whose caches are read and reordered whole
     at every step (fixed shapes, as XLA needs them) then pays for a short
-    output as for short caches, not for `max_length` positions.
+    output as for short caches, not for `max_length` positions. A search
+    done within a segment grows nothing more, and the loop state it
+    returns holds no step state (`.state` is `()`).
     `invariants(state)`: the loop's shape invariants, from the state of
     the segment.
     """
@@ -114,8 +117,13 @@ def loop_in_segments(not_done, body, initial, max_length, grow_state, invariants
 
     if grow_state is None:
         return run(initial, not_done, max_length)
-    s = initial
-    for length in state_lengths(max_length):
+
+    def segments(s, lengths):
+        length, rest = lengths[0], lengths[1:]
         s = s._replace(state=grow_state(s.state, length))
-        s = run(s, lambda s, length=length: tf.logical_and(not_done(s), s.i < length), length)
-    return s
+        s = run(s, lambda s: tf.logical_and(not_done(s), s.i < length), length)
+        if not rest:
+            return s._replace(state=())
+        return tf.cond(not_done(s), lambda: segments(s, rest), lambda: s._replace(state=()))
+
+    return segments(initial, state_lengths(max_length))
