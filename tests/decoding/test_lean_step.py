@@ -62,19 +62,23 @@ def test_every_step_gives_the_logits_of_decode_step(overrides, beams):
 
 
 # The step test covers every architecture; two suffice for the search.
-@pytest.mark.parametrize("overrides", [{}, ARCHITECTURES["pre-norm, shared embeddings"]],
-                         ids=["post-norm", "pre-norm, shared embeddings"])  # fmt: skip
-def test_the_compiled_searches_equal_the_plain_ones(overrides):
-    # Batch sizes (1, 2) and lengths (4, 20): 3 rows run as chunks of 2 and
-    # 1, 5 as 2, 2 and 1 (padded copies of the last row in none); sources of
-    # 3 and 8 tokens take both lengths; no rows run nothing. 20 tokens: the
-    # compiled searches grow their caches from 16 positions to 20.
+# 20 tokens: the compiled searches grow their caches from 16 positions to
+# 20 (two loops to compile); 10: one loop.
+@pytest.mark.parametrize(
+    "overrides, tokens",
+    [({}, 20), (ARCHITECTURES["pre-norm, shared embeddings"], 10)],
+    ids=["post-norm, 20 tokens", "pre-norm, shared embeddings, 10 tokens"],
+)
+def test_the_compiled_searches_equal_the_plain_ones(overrides, tokens):
+    # Batch sizes (1, 2) and lengths (4, 10 or 20): 3 rows run as chunks of
+    # 2 and 1, 5 as 2, 2 and 1 (padded copies of the last row in none);
+    # sources of 3 and 8 tokens take both lengths; no rows run nothing.
     model = _model(overrides, seed=2)
-    options = dict(max_output_length=20, beam_size=3)
+    options = dict(max_output_length=tokens, beam_size=3)
     plain = Translator(model, None, None, **options)
     compiled = Translator(model, None, None, jit_compile=True, batch_sizes=(2, 1),
                           lengths=(4,), max_input_length=8, **options)  # fmt: skip
-    assert compiled.lengths == [4, 20] and compiled.batch_sizes == [1, 2]
+    assert compiled.lengths == [4, tokens] and compiled.batch_sizes == [1, 2]
     rng = np.random.default_rng(0)
     for rows, source_length in ((1, 3), (3, 8), (5, 3), (0, 8)):
         context = tf.constant(rng.integers(4, VOCAB, size=(rows, source_length)), tf.int32)
@@ -88,7 +92,7 @@ def test_the_compiled_searches_equal_the_plain_ones(overrides):
         first, _ = compiled._search(context, 1, sample=True, seed=5)
         again, _ = compiled._search(context, 1, sample=True, seed=5)
         np.testing.assert_array_equal(first, again)
-        assert first.shape == (rows, 1, 20)
+        assert first.shape == (rows, 1, tokens)
 
 
 def test_compiled_sampling_of_the_top_token_is_greedy_search():
