@@ -27,11 +27,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from decode_latency import SOURCE_LENGTH, VOCAB, random_small_model  # noqa: E402
 
-SOURCE_LENGTH = 24
 CASES = (("beam4", 4, 1), ("greedy", 1, 1), ("beam4", 4, 32), ("greedy", 1, 32))
 
 
@@ -73,15 +72,7 @@ def main():
     parser.add_argument("--tokens", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
-    from keras_transformer.data.tokenizer import END_ID
-    from keras_transformer.models import Transformer
-
-    keras.utils.set_random_seed(0)
-    model = Transformer(3, 256, 4, 1024, 8000, 8000)
-    model.build(((None, None), (None, None)))
-    kernel, bias = model.output_projection.get_weights()
-    bias[END_ID] = -1e9  # no translation ends before `--tokens`
-    model.output_projection.set_weights([kernel, bias])
+    model = random_small_model()  # no translation ends before `--tokens`
     rng = np.random.default_rng(0)
     variants = {"plain": (False, False), "fixed caches": (True, False), "growing": (True, True)}
     print(f"max_length {args.max_length}, {args.tokens} tokens then the end, "
@@ -90,7 +81,7 @@ def main():
           + " | fixed / growing | first call, fixed / growing (s) |")  # fmt: skip
     print("| --- " * (len(variants) + 3) + "|")
     for name, beams, batch in CASES:
-        context = tf.constant(rng.integers(4, 8000, (batch, SOURCE_LENGTH)), tf.int32)
+        context = tf.constant(rng.integers(4, VOCAB, (batch, SOURCE_LENGTH)), tf.int32)
         fns, first, outputs = {}, {}, {}
         for variant, (lean, grow) in variants.items():
             fns[variant] = tf.function(

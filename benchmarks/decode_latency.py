@@ -90,21 +90,28 @@ def _tokenizers(data_dir):
     return source, target
 
 
-def small_model(data_dir):
-    """The `small`-sized model with the end token disabled (every request
-    generates as many tokens as it may), its tokenizers, and the first 32
-    Multi30k test sentences: `(model, source, target, sentences)`."""
+def random_small_model(source_vocab_size=VOCAB, target_vocab_size=VOCAB):
+    """The `small`-sized model, random weights (seed 0), with the end token
+    disabled: every request generates as many tokens as it may."""
     from keras_transformer.data.tokenizer import END_ID
     from keras_transformer.models import Transformer
 
-    source, target = _tokenizers(data_dir)
-    sentences = _read_lines(os.path.join(data_dir, "test_2016_flickr.en.gz"))[:32]
     keras.utils.set_random_seed(0)
-    model = Transformer(LAYERS, D_MODEL, HEADS, DFF, source.vocab_size, target.vocab_size)
+    model = Transformer(LAYERS, D_MODEL, HEADS, DFF, source_vocab_size, target_vocab_size)
     model.build(((None, None), (None, None)))
     kernel, bias = model.output_projection.get_weights()
     bias[END_ID] = -1e9
     model.output_projection.set_weights([kernel, bias])
+    return model
+
+
+def small_model(data_dir):
+    """`random_small_model` with Multi30k tokenizers' vocabularies, the
+    tokenizers, and the first 32 Multi30k test sentences: `(model, source,
+    target, sentences)`."""
+    source, target = _tokenizers(data_dir)
+    sentences = _read_lines(os.path.join(data_dir, "test_2016_flickr.en.gz"))[:32]
+    model = random_small_model(source.vocab_size, target.vocab_size)
     return model, source, target, sentences
 
 

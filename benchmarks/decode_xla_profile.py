@@ -26,11 +26,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-STEPS, SOURCE_LENGTH = 32, 24
+from decode_latency import GENERATED as STEPS  # noqa: E402
+from decode_latency import SOURCE_LENGTH, VOCAB, random_small_model  # noqa: E402
 
 
 def _kind(name):
@@ -49,22 +48,15 @@ def main():
     args = parser.parse_args()
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    from keras_transformer.data.tokenizer import END_ID
     from keras_transformer.decoding import Translator
-    from keras_transformer.models import Transformer
 
-    keras.utils.set_random_seed(0)
-    model = Transformer(3, 256, 4, 1024, 8000, 8000)
-    model.build(((None, None), (None, None)))
-    kernel, bias = model.output_projection.get_weights()
-    bias[END_ID] = -1e9
-    model.output_projection.set_weights([kernel, bias])
+    model = random_small_model()
     translator = Translator(model, None, None, max_output_length=STEPS)
     search = tf.function(
         lambda c: translator._search_ids(c, args.beams, lean=True), jit_compile=True,
         autograph=False,
     )  # fmt: skip
-    context = tf.constant(np.random.default_rng(0).integers(4, 8000, (args.batch, SOURCE_LENGTH)))
+    context = tf.constant(np.random.default_rng(0).integers(4, VOCAB, (args.batch, SOURCE_LENGTH)))
     context = tf.cast(context, tf.int32)
     for _ in range(3):
         search(context)[0].numpy()

@@ -201,9 +201,15 @@ class Translator(tf.Module):
     @tf.autograph.experimental.do_not_convert
     def _search_ids(self, context, beam_size, sample=False, seed=None, lean=False):
         batch = tf.shape(context)[0]
+        options = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)
         if lean:
             lean_step = LeanStep(self.model)
             constant, state = lean_step.initial_state(context, self.max_output_length)
+            # The beams share the encoder's keys and values, untiled.
+            step = lean_step.step_fn(constant, beam_size)
+            # Caches that grow with the output: a short translation under
+            # a long `max_output_length` reads and reorders short caches.
+            options["grow_state"] = lean_step.grow_state
         else:
             state = self.model.init_decoding_state(context, self.max_output_length)
             # The encoder's keys, values and mask are the same for every beam
@@ -217,24 +223,16 @@ class Translator(tf.Module):
                 tf.unstack(constant["cross_attention_cache"], axis=1)
             )
             state = {"self_attention_cache": tuple(tf.unstack(cache, axis=1))}
-        if beam_size > 1 and not lean:
-            constant = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), constant)
-
-        if lean:
-            # The beams share the encoder's keys and values, untiled.
-            step = lean_step.step_fn(constant, beam_size)
-        else:
+            if beam_size > 1:
+                constant = tf.nest.map_structure(
+                    lambda t: tf.repeat(t, beam_size, axis=0), constant
+                )
 
             def step(ids, index, loop_state):
                 logits, new_state = self.model.decode_step(ids, index, {**constant, **loop_state})
                 return logits, {"self_attention_cache": new_state["self_attention_cache"]}
 
         start = tf.fill([batch], START_ID)
-        options = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)
-        if lean:
-            # Caches that grow with the output: a short translation under
-            # a long `max_output_length` reads and reorders short caches.
-            options["grow_state"] = lean_step.grow_state
         if sample:
             return sample_search(
                 step,
