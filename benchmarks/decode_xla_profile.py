@@ -5,7 +5,8 @@ over `LeanStep`) on the `small` model of `decode_latency.py` (random
 weights, the end token disabled, 32 tokens, sources of 24 random ids),
 under TensorFlow's profiler with XLA's per-kernel trace
 (`XLA_FLAGS=--xla_cpu_enable_xprof_traceme=true`), and prints the kernels
-that run once a step, summed over the step: matrix products (`dot`,
+that run once a step (in each of the search's loops, one per cache
+length), summed over the run: matrix products (`dot`,
 `MatMul`), the search's top-k (`custom-call`, XLA's TopK), the cache
 reorder (`gather`) and the rest, with their count. The profiler's own cost
 inflates every kernel a little: compare shares, not totals.
@@ -48,7 +49,7 @@ def main():
     args = parser.parse_args()
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    from keras_transformer.decoding import Translator
+    from keras_transformer.decoding import Translator, _common
 
     model = random_small_model()
     translator = Translator(model, None, None, max_output_length=STEPS)
@@ -88,12 +89,20 @@ def main():
                 name = names.get(event.metadata_id, "?")
                 total[name] += event.duration_ps / 1e6 / runs
                 count[name] += 1 / runs
-    # Kernels of the loop body run once a step (the loop may stop a step early).
-    step = {n: us for n, us in total.items() if STEPS - 8 <= count[n] <= STEPS + 1}
+    # The search runs a loop per cache length (16 positions, then 32, ...):
+    # the kernels of a loop's body run once a step of its segment (the last
+    # loop may stop a step early).
+    bounds = _common.state_lengths(STEPS)
+    segments = [end - start for start, end in zip([0] + bounds, bounds)]
+    step = {
+        n: us
+        for n, us in total.items()
+        if any(size - 8 <= count[n] <= size + 1 for size in segments)
+    }
     if not step:
         sys.exit("No per-kernel trace: set XLA_FLAGS=--xla_cpu_enable_xprof_traceme=true")
-    steps = max(count[n] for n in step)
-    print(f"{len(step)} kernels a step, {sum(step.values()) / 1000:.1f} ms over {steps:.0f} steps")
+    print(f"{len(step)} kernels in the loops of {segments} steps, "
+          f"{sum(step.values()) / 1000:.1f} ms over {STEPS} steps")  # fmt: skip
     kinds = collections.Counter()
     for name, us in step.items():
         kinds[_kind(name)] += us
