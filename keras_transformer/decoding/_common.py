@@ -91,6 +91,25 @@ def state_lengths(max_length, first=16):
     return lengths + [max_length]
 
 
+def grow_caches(state, length):
+    """`state` with each tensor of its `"self_attention_cache"` (positions
+    on axis 2, as `LeanStep` and `Translator` keep them) holding `length`
+    positions: the written ones kept, zeros after them. A searches'
+    `grow_state` for a step that reads the caches' length from their shape.
+    """
+
+    def resize(cache):
+        extra = length - cache.shape[2]
+        if extra <= 0:
+            return cache[:, :, :length]
+        padding = [[0, 0]] * cache.shape.rank
+        padding[2] = [0, extra]
+        return tf.pad(cache, padding)
+
+    caches = tf.nest.map_structure(resize, state["self_attention_cache"])
+    return {**state, "self_attention_cache": caches}
+
+
 def loop_in_segments(not_done, body, initial, max_length, grow_state, invariants=None):
     """`tf.while_loop(not_done, body, (initial,))` over a loop state with
     `.i` (the position being generated) and `.state` (the step function's);

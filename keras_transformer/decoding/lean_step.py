@@ -28,6 +28,8 @@ import math
 import keras
 import tensorflow as tf
 
+from keras_transformer.decoding import _common
+
 # Added to the logits of masked keys, as the model's attention does.
 _LARGE_NEGATIVE = -1e9
 
@@ -147,15 +149,7 @@ class LeanStep:
     def grow_state(state, length):
         """`state` with caches of `length` positions: the written ones kept,
         zeros after them; the searches' `grow_state`."""
-
-        def resize(cache):
-            extra = length - cache.shape[2]
-            if extra <= 0:
-                return cache[:, :, :length]
-            return tf.pad(cache, [[0, 0], [0, 0], [0, extra], [0, 0]])
-
-        caches = tf.nest.map_structure(resize, state["self_attention_cache"])
-        return {**state, "self_attention_cache": caches}
+        return _common.grow_caches(state, length)
 
     def step_fn(self, constant, beams=1):
         """`step_fn(ids [rows], index, state) -> (logits [rows, vocab],

@@ -202,16 +202,16 @@ class Translator(tf.Module):
     def _search_ids(self, context, beam_size, sample=False, seed=None, lean=False):
         batch = tf.shape(context)[0]
         options = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)
+        # Caches that grow with the output (`options["grow_state"]`, below)
+        # start at the first of their lengths.
+        first = _common.state_lengths(self.max_output_length)[0]
         if lean:
             lean_step = LeanStep(self.model)
-            constant, state = lean_step.initial_state(context, self.max_output_length)
+            constant, state = lean_step.initial_state(context, first)
             # The beams share the encoder's keys and values, untiled.
             step = lean_step.step_fn(constant, beam_size)
-            # Caches that grow with the output: a short translation under
-            # a long `max_output_length` reads and reorders short caches.
-            options["grow_state"] = lean_step.grow_state
         else:
-            state = self.model.init_decoding_state(context, self.max_output_length)
+            state = self.model.init_decoding_state(context, first)
             # The encoder's keys, values and mask are the same for every beam
             # of a row and never change: the step closes over them (tiled
             # once) instead of the search carrying and reordering them.
@@ -232,6 +232,10 @@ class Translator(tf.Module):
                 logits, new_state = self.model.decode_step(ids, index, {**constant, **loop_state})
                 return logits, {"self_attention_cache": new_state["self_attention_cache"]}
 
+        # Caches that grow with the output: a short translation under a
+        # long `max_output_length` reads (and beam search reorders) short
+        # caches, compiled or not.
+        options["grow_state"] = _common.grow_caches
         start = tf.fill([batch], START_ID)
         if sample:
             return sample_search(

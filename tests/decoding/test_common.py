@@ -44,6 +44,27 @@ def test_state_lengths_double_from_16_up_to_max_length(max_length, lengths):
     assert _common.state_lengths(max_length) == lengths
 
 
+@pytest.mark.parametrize(
+    "shape",
+    [(2, 4, 5, 8), (3, 2, 5, 4, 8)],
+    ids=["LeanStep [rows, heads, length, head_dim]",
+         "Translator [rows, 2, length, heads, head_dim]"],
+)  # fmt: skip
+@pytest.mark.parametrize("length", [3, 5, 9])
+def test_grown_caches_keep_what_was_written(shape, length):
+    written = shape[2]
+    cache = tf.constant(np.random.default_rng(0).normal(size=shape), tf.float32)
+    state = {"self_attention_cache": ((cache, cache + 1), cache * 2), "other": tf.ones([2])}
+    grown = _common.grow_caches(state, length)
+    (keys, values), single = grown["self_attention_cache"]
+    kept = min(length, written)
+    for got, want in ((keys, cache), (values, cache + 1), (single, cache * 2)):
+        assert got.shape == shape[:2] + (length,) + shape[3:]
+        np.testing.assert_array_equal(got[:, :, :kept], want[:, :, :kept])
+        np.testing.assert_array_equal(got[:, :, kept:], 0)
+    assert grown["other"] is state["other"]
+
+
 SEARCHES = {
     "beam": lambda *args, **kw: beam_search(*args, beam_size=3, **kw),
     "greedy": greedy_search,

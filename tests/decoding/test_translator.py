@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.data.tokenizer import END_ID, START_ID
-from keras_transformer.decoding import Translator, beam_search, greedy_search
+from keras_transformer.decoding import Translator, _common, beam_search, greedy_search
 
 SENTENCES = [
     "The dog sleeps.",
@@ -49,6 +49,55 @@ def test_search_equals_the_plain_search_over_decode_step(parts, translator, beam
             end_id=END_ID,
         )
     got = translator.translate_nbest(tf.constant(SENTENCES), beam_size=beam_size)
+    np.testing.assert_array_equal(got["ids"], want)
+    np.testing.assert_allclose(got["scores"], want_scores, atol=1e-4)
+
+
+def _never_ending(model):
+    """A model of `model`'s config, random weights, whose translations never
+    end: they run through every length of the growing caches. Nor does it
+    pick the padding id, which a trained model never does: the next step's
+    query would be fully masked and attend uniformly over the whole cache,
+    unwritten positions included, so over a number of positions that
+    depends on the cache's length."""
+    import keras
+
+    keras.utils.set_random_seed(3)
+    fresh = type(model).from_config(model.get_config())
+    fresh.build(((None, None), (None, None)))
+    kernel, bias = fresh.output_projection.get_weights()
+    bias[[END_ID, 0]] = -1e9
+    fresh.output_projection.set_weights([kernel, bias])
+    return fresh
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_caches_that_grow_give_the_search_over_whole_caches(parts, beam_size, monkeypatch):
+    # 40 tokens: the translator's caches hold 16, then 32, then 40
+    # positions; the reference search's hold 40 from the first step.
+    grown, grow_caches = [], _common.grow_caches
+
+    def recorded(state, length):
+        grown.append(length)
+        return grow_caches(state, length)
+
+    monkeypatch.setattr(_common, "grow_caches", recorded)
+    model, source, target = parts
+    model, max_output = _never_ending(model), 40
+    translator = Translator(model, source, target, max_output_length=max_output)
+    context = translator.encode_text(tf.constant(SENTENCES))
+    state = model.init_decoding_state(context, max_output)
+    start = tf.fill([len(SENTENCES)], START_ID)
+    options = dict(max_length=max_output, end_id=END_ID)
+    if beam_size == 1:
+        want, want_scores = greedy_search(model.decode_step, start, state, **options)
+    else:
+        want, want_scores = beam_search(
+            model.decode_step, start, state, beam_size=beam_size, **options
+        )
+    got = translator.translate_nbest(tf.constant(SENTENCES), beam_size=beam_size)
+    assert grown == [16, 32, 40]
+    assert np.all(got["ids"][..., -1] > 0)  # every position written
     np.testing.assert_array_equal(got["ids"], want)
     np.testing.assert_allclose(got["scores"], want_scores, atol=1e-4)
 
