@@ -1,20 +1,21 @@
 """What a translation shorter than `max_length` costs, with caches that grow.
 
-The compiled searches keep their self-attention caches in fixed shapes, as
-XLA needs them; every step reads them whole and beam search reorders them
-whole. With caches of `max_length` positions (the export's default is
-128), a 20-token translation pays at every step for 128 positions. The
-compiled export grows them instead (`grow_state`: 16 positions for the
-first 16 steps, 32 up to step 32, then 64, ...).
+The searches keep their self-attention caches in fixed shapes (XLA needs
+them; the plain search did too); every step reads them whole and beam
+search reorders them whole. With caches of `max_length` positions (the
+export's default is 128), a 20-token translation pays at every step for
+128 positions. Both exports now grow them instead (`grow_state`: 16
+positions for the first 16 steps, 32 up to step 32, then 64, ...).
 
-This times the compiled search of the `small` model of `decode_latency.py`
-(random weights, sources of 24 random ids) in one process, back to back:
-caches of `max_length` positions against growing ones, and the plain
-search (the model's `decode_step` in TensorFlow's graph executor, as the
-plain export runs it). The end token is forced from `--tokens` on (every
-translation has `--tokens` tokens, then the end), so the work is the same
-in every column. Beam 4 and greedy, batches of 1 and 32; median of
-`--repeats`; also the time of the first call (compilation included).
+This times, in one process, back to back, the plain search (the model's
+`decode_step` in TensorFlow's graph executor, as the plain export runs it)
+and the compiled one (`LeanStep`, as the `--jit-compile` export runs it),
+each with caches of `max_length` positions and with growing ones, on the
+`small` model of `decode_latency.py` (random weights, sources of 24 random
+ids). The end token is forced from `--tokens` on (every translation has
+`--tokens` tokens, then the end), so the work is the same in every column.
+Beam 4 and greedy, batches of 1 and 32; median of `--repeats`; also the
+time of the compiled search's first call (compilation included).
 
     .venv/bin/python benchmarks/decode_growing_caches.py [--max-length 128] [--tokens 20]
 """
@@ -34,18 +35,28 @@ from decode_latency import SOURCE_LENGTH, VOCAB, random_small_model  # noqa: E40
 CASES = (("beam4", 4, 1), ("greedy", 1, 1), ("beam4", 4, 32), ("greedy", 1, 32))
 
 
+def _grow_stacked(state, length):
+    """`_common.grow_caches` for the model's stacked cache `[batch, layers,
+    2, length, heads, head_dim]` (the Translator keeps it per layer)."""
+    cache = state["self_attention_cache"]
+    padding = [[0, 0]] * 6
+    padding[3] = [0, length - cache.shape[3]]
+    return {**state, "self_attention_cache": tf.pad(cache, padding)}
+
+
 def _search(model, lean, context, beams, max_length, tokens, grow):
     from keras_transformer.data.tokenizer import END_ID, START_ID
-    from keras_transformer.decoding import LeanStep, beam_search, greedy_search
+    from keras_transformer.decoding import LeanStep, _common, beam_search, greedy_search
 
     vocab = model.target_vocab_size
+    length = _common.state_lengths(max_length)[0] if grow else max_length
     if lean:
         lean_step = LeanStep(model)
-        constant, state = lean_step.initial_state(context, max_length)
+        constant, state = lean_step.initial_state(context, length)
         inner = lean_step.step_fn(constant, beams)
     else:
         # The search tiles it over beams, and reorders what the step changes.
-        state = model.init_decoding_state(context, max_length)
+        state = model.init_decoding_state(context, length)
 
         def inner(ids, index, loop_state):
             return model.decode_step(ids, index, loop_state)
@@ -59,7 +70,7 @@ def _search(model, lean, context, beams, max_length, tokens, grow):
 
     options = dict(max_length=max_length, end_id=END_ID)
     if grow:
-        options["grow_state"] = lean_step.grow_state
+        options["grow_state"] = lean_step.grow_state if lean else _grow_stacked
     start = tf.fill([tf.shape(context)[0]], START_ID)
     if beams == 1:
         return greedy_search(step, start, state, **options)
@@ -74,12 +85,18 @@ def main():
     args = parser.parse_args()
     model = random_small_model()  # no translation ends before `--tokens`
     rng = np.random.default_rng(0)
-    variants = {"plain": (False, False), "fixed caches": (True, False), "growing": (True, True)}
+    variants = {
+        "plain, fixed": (False, False),
+        "plain, growing": (False, True),
+        "compiled, fixed": (True, False),
+        "compiled, growing": (True, True),
+    }
     print(f"max_length {args.max_length}, {args.tokens} tokens then the end, "
           f"median of {args.repeats}")  # fmt: skip
     print("| case | " + " | ".join(f"{n} (ms)" for n in variants)
-          + " | fixed / growing | first call, fixed / growing (s) |")  # fmt: skip
-    print("| --- " * (len(variants) + 3) + "|")
+          + " | fixed / growing, plain | fixed / growing, compiled "
+          "| first call, compiled fixed / growing (s) |")  # fmt: skip
+    print("| --- " * (len(variants) + 4) + "|")
     for name, beams, batch in CASES:
         context = tf.constant(rng.integers(4, VOCAB, (batch, SOURCE_LENGTH)), tf.int32)
         fns, first, outputs = {}, {}, {}
@@ -95,7 +112,7 @@ def main():
             outputs[variant] = fns[variant](context)[0].numpy()
             first[variant] = time.perf_counter() - start
         for variant, output in outputs.items():
-            if not np.array_equal(output, outputs["fixed caches"]):
+            if not np.array_equal(output, outputs["compiled, fixed"]):
                 print(f"{name} batch {batch}: {variant} translated differently", flush=True)
         times = {variant: [] for variant in fns}
         for _ in range(args.repeats):
@@ -105,8 +122,11 @@ def main():
                 times[variant].append(time.perf_counter() - start)
         ms = {variant: float(np.median(t)) * 1000 for variant, t in times.items()}
         cells = " | ".join(f"{ms[v]:.1f}" for v in variants)
-        print(f"| {name}, batch {batch} | {cells} | {ms['fixed caches'] / ms['growing']:.2f}x | "
-              f"{first['fixed caches']:.1f} / {first['growing']:.1f} |", flush=True)  # fmt: skip
+        plain = ms["plain, fixed"] / ms["plain, growing"]
+        compiled = ms["compiled, fixed"] / ms["compiled, growing"]
+        print(f"| {name}, batch {batch} | {cells} | {plain:.2f}x | {compiled:.2f}x | "
+              f"{first['compiled, fixed']:.1f} / {first['compiled, growing']:.1f} |",
+              flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
