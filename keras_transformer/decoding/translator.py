@@ -128,18 +128,7 @@ class Translator(tf.Module):
 
     def _search(self, context, beam_size, sample=False, seed=None):
         if not self.jit_compile:
-            if sample:
-                return self._search_ids(context, beam_size, sample, seed)
-            key = ("plain search", beam_size)
-            if key not in self._compiled:
-                # One graph function per search, which the signatures that
-                # run it share: an export traces and stores each search once.
-                self._compiled[key] = tf.function(
-                    functools.partial(self._search_ids, beam_size=beam_size),
-                    autograph=False,
-                    reduce_retracing=True,
-                )
-            return self._compiled[key](context)
+            return self._search_ids(context, beam_size, sample, seed)
         key = ("sample", None) if sample else ("search", beam_size)
         if key not in self._compiled:
             if sample:
