@@ -94,8 +94,10 @@ def state_lengths(max_length, first=16):
 def grow_caches(state, length):
     """`state` with each tensor of its `"self_attention_cache"` (positions
     on axis 2, as `LeanStep` and `Translator` keep them) holding `length`
-    positions: the written ones kept, zeros after them. A searches'
-    `grow_state` for a step that reads the caches' length from their shape.
+    positions, the written ones kept and zeros after them.
+
+    The searches' `grow_state` for a step that reads the caches' length
+    from their shape.
     """
 
     def resize(cache):
