@@ -4,8 +4,9 @@ The searches keep their self-attention caches in fixed shapes (XLA needs
 them; the plain search did too); every step reads them whole and beam
 search reorders them whole. With caches of `max_length` positions (the
 export's default is 128), a 20-token translation pays at every step for
-128 positions. Both exports now grow them instead (`grow_state`: 16
-positions for the first 16 steps, 32 up to step 32, then 64, ...).
+128 positions. Both exports now grow them instead (`grow_state`): the
+compiled one through 16 positions for the first 16 steps, 32 up to step
+32, then 64, ...; the plain one through 32 then `max_length`.
 
 This times, in one process, back to back, the plain search (the model's
 `decode_step` in TensorFlow's graph executor, as the plain export runs it)
@@ -47,9 +48,12 @@ def _grow_stacked(state, length):
 def _search(model, lean, context, beams, max_length, tokens, grow):
     from keras_transformer.data.tokenizer import END_ID, START_ID
     from keras_transformer.decoding import LeanStep, _common, beam_search, greedy_search
+    from keras_transformer.decoding.translator import PLAIN_GROW_LENGTHS
 
     vocab = model.target_vocab_size
-    length = _common.state_lengths(max_length)[0] if grow else max_length
+    # The lengths each export grows its caches through (the Translator's).
+    lengths = None if lean else PLAIN_GROW_LENGTHS
+    length = _common.grown_lengths(max_length, lengths)[0] if grow else max_length
     if lean:
         lean_step = LeanStep(model)
         constant, state = lean_step.initial_state(context, length)
@@ -71,6 +75,7 @@ def _search(model, lean, context, beams, max_length, tokens, grow):
     options = dict(max_length=max_length, end_id=END_ID)
     if grow:
         options["grow_state"] = lean_step.grow_state if lean else _grow_stacked
+        options["grow_lengths"] = lengths
     start = tf.fill([tf.shape(context)[0]], START_ID)
     if beams == 1:
         return greedy_search(step, start, state, **options)

@@ -112,13 +112,29 @@ def grow_caches(state, length):
     return {**state, "self_attention_cache": caches}
 
 
-def loop_in_segments(not_done, body, initial, max_length, grow_state, invariants=None):
+def grown_lengths(max_length, lengths=None):
+    """The lengths a growing state runs through: `lengths` (ascending, those
+    below `max_length` kept) then `max_length`, or `state_lengths(max_length)`
+    when None."""
+    if lengths is None:
+        return state_lengths(max_length)
+    lengths = [as_int(n) for n in lengths]
+    for n in lengths:
+        check_positive_int("grow_lengths", n)
+    lengths = sorted(set(lengths))
+    return [n for n in lengths if n < max_length] + [max_length]
+
+
+def loop_in_segments(
+    not_done, body, initial, max_length, grow_state, invariants=None, lengths=None
+):
     """`tf.while_loop(not_done, body, (initial,))` over a loop state with
     `.i` (the position being generated) and `.state` (the step function's);
     returns the loop state at the end.
 
     With `grow_state`, the loop runs in segments, one per length of
-    `state_lengths(max_length)`: before each, `grow_state(state, length)`
+    `grown_lengths(max_length, lengths)` (by default doubling from 16):
+    before each, `grow_state(state, length)`
     makes the step's state hold `length` positions, and the segment runs
     while `i < length`. A step whose caches are read and reordered whole
     at every step (fixed shapes, as XLA needs them) then pays for a short
@@ -147,4 +163,4 @@ def loop_in_segments(not_done, body, initial, max_length, grow_state, invariants
             return s._replace(state=())
         return tf.cond(not_done(s), lambda: segments(s, rest), lambda: s._replace(state=()))
 
-    return segments(initial, state_lengths(max_length))
+    return segments(initial, grown_lengths(max_length, lengths))

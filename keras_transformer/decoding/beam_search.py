@@ -68,6 +68,7 @@ def beam_search(
     end_id,
     alpha=0.6,
     grow_state=None,
+    grow_lengths=None,
 ):
     """Finds the most likely sequences under a length-normalized score.
 
@@ -106,6 +107,9 @@ def beam_search(
             so that a short output reads and reorders short caches (each
             length is a loop of its own: more to compile). `LeanStep.grow_state`
             is one.
+        grow_lengths: the cache lengths of the segments instead of
+            doubling from 16 (ascending; `max_length` is always the last):
+            fewer lengths, fewer loops.
 
     Returns:
         `(sequences [batch, beam_size, max_length] int32, scores [batch,
@@ -224,6 +228,7 @@ def beam_search(
         max_length,
         grow_state,
         invariants=lambda state: BeamState.shape_invariants(k, max_length, state),
+        lengths=grow_lengths,
     )
     # Rows short of k finished hypotheses are completed with alive ones,
     # which always rank after the finished.

@@ -23,7 +23,15 @@ class GreedyState(NamedTuple):
 # and converting the caller's step function has picked the wrong method.
 @tf.autograph.experimental.do_not_convert
 def greedy_search(
-    step_fn, initial_ids, initial_state, *, max_length, end_id, alpha=0.6, grow_state=None
+    step_fn,
+    initial_ids,
+    initial_state,
+    *,
+    max_length,
+    end_id,
+    alpha=0.6,
+    grow_state=None,
+    grow_lengths=None,
 ):
     """Picks the most likely token at every step until each row ends.
 
@@ -37,7 +45,8 @@ def greedy_search(
         max_length: most tokens generated per row.
         end_id: the end token.
         alpha: length-penalty exponent used for the score.
-        grow_state: caches that grow with the output, as in `beam_search`.
+        grow_state, grow_lengths: caches that grow with the output, as in
+            `beam_search`.
 
     Returns:
         `(sequences [batch, 1, max_length] int32, scores [batch, 1] float32)`:
@@ -67,13 +76,22 @@ def greedy_search(
 
     return token_by_token(
         step_fn, initial_ids, initial_state, most_likely, max_length=max_length, end_id=end_id,
-        alpha=alpha, grow_state=grow_state,
+        alpha=alpha, grow_state=grow_state, grow_lengths=grow_lengths,
     )  # fmt: skip
 
 
 @tf.autograph.experimental.do_not_convert
 def token_by_token(
-    step_fn, initial_ids, initial_state, choose, *, max_length, end_id, alpha=0.6, grow_state=None
+    step_fn,
+    initial_ids,
+    initial_state,
+    choose,
+    *,
+    max_length,
+    end_id,
+    alpha=0.6,
+    grow_state=None,
+    grow_lengths=None,
 ):
     """The loop of greedy search and sampling: one token a step, chosen by
     `choose(step_log_probs [batch, vocab], index) -> tokens [batch] int32`,
@@ -115,6 +133,8 @@ def token_by_token(
             ),
         )
 
-    final = _common.loop_in_segments(not_done, body, initial, max_length, grow_state)
+    final = _common.loop_in_segments(
+        not_done, body, initial, max_length, grow_state, lengths=grow_lengths
+    )
     scores = final.log_probs / _common.length_penalty(final.lengths, alpha)
     return final.sequences[:, None, :], scores[:, None]

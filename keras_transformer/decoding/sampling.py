@@ -72,6 +72,7 @@ def sample_search(
     alpha=0.6,
     seed=None,
     grow_state=None,
+    grow_lengths=None,
 ):
     """Draws each token from the model's filtered distribution until every
     row ends, as fairseq's and OpenNMT-tf's sampling decoders do.
@@ -92,7 +93,8 @@ def sample_search(
         alpha: length-penalty exponent of the score.
         seed: an int, or a scalar integer tensor, for draws that repeat
             (stateless); None draws anew on every call.
-        grow_state: caches that grow with the output, as in `beam_search`.
+        grow_state, grow_lengths: caches that grow with the output, as in
+            `beam_search`.
 
     Returns:
         `(sequences [batch, 1, max_length] int32, scores [batch, 1]
@@ -142,4 +144,5 @@ def sample_search(
         end_id=end_id,
         alpha=alpha,
         grow_state=grow_state,
+        grow_lengths=grow_lengths,
     )

@@ -72,9 +72,23 @@ SEARCHES = {
 }
 
 
+@pytest.mark.parametrize(
+    "max_length, lengths, grown",
+    [(40, None, [16, 32, 40]), (40, [32], [32, 40]), (40, [8, 64, 8], [8, 40]), (12, [32], [12])],
+)  # fmt: skip
+def test_grown_lengths_end_at_max_length(max_length, lengths, grown):
+    assert _common.grown_lengths(max_length, lengths) == grown
+
+
+@pytest.mark.parametrize("lengths", [[0], [-3], [2.5]])
+def test_bad_grow_lengths_are_refused(lengths):
+    with pytest.raises(ValueError, match="grow_lengths"):
+        _common.grown_lengths(40, lengths)
+
+
 @pytest.mark.parametrize("search", SEARCHES.values(), ids=SEARCHES)
-@pytest.mark.parametrize("max_length", [12, 40])
-def test_a_growing_state_gives_the_searches_results(search, max_length):
+@pytest.mark.parametrize("max_length, lengths", [(12, None), (40, None), (40, [32])])
+def test_a_growing_state_gives_the_searches_results(search, max_length, lengths):
     # The end token is rare: every hypothesis of 40 runs through more than
     # one segment (16, 32, 40), and the history term makes every written
     # position and its order count.
@@ -88,9 +102,11 @@ def test_a_growing_state_gives_the_searches_results(search, max_length):
         state = {"row": tf.range(batch), "history": tf.zeros([batch, max_length], tf.int32)}
         step = history_step_fn(table, seen)
         options = dict(max_length=max_length, end_id=END, alpha=0.6, grow_state=grow)
+        if grow:
+            options["grow_lengths"] = lengths
         result = tf.function(lambda: search(step, tf.fill([batch], START), state, **options))()
         # In a graph, one trace of the step per loop: one loop per length.
-        assert seen == (_common.state_lengths(max_length) if grow else [max_length])
+        assert seen == (_common.grown_lengths(max_length, lengths) if grow else [max_length])
         return result
 
     runs = {grow: run(grow) for grow in (None, grow_history)}
