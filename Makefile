@@ -13,12 +13,10 @@ BACKEND_TESTS := tests/layers tests/models tests/test_losses.py tests/test_metri
 
 .PHONY: demo test test-fast lint install benchmark clean
 
-# --no-compile: Python compiles the modules it imports on first use, not
-# every file of every wheel at install (about 40 s less on 2 cores).
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-compile -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
 install: $(STAMP)
