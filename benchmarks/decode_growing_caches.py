@@ -22,6 +22,7 @@ time of the compiled search's first call (compilation included).
 """
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -34,15 +35,6 @@ import tensorflow as tf  # noqa: E402
 from decode_latency import SOURCE_LENGTH, VOCAB, random_small_model  # noqa: E402
 
 CASES = (("beam4", 4, 1), ("greedy", 1, 1), ("beam4", 4, 32), ("greedy", 1, 32))
-
-
-def _grow_stacked(state, length):
-    """`_common.grow_caches` for the model's stacked cache `[batch, layers,
-    2, length, heads, head_dim]` (the Translator keeps it per layer)."""
-    cache = state["self_attention_cache"]
-    padding = [[0, 0]] * 6
-    padding[3] = [0, length - cache.shape[3]]
-    return {**state, "self_attention_cache": tf.pad(cache, padding)}
 
 
 def _search(model, lean, context, beams, max_length, tokens, grow):
@@ -74,7 +66,10 @@ def _search(model, lean, context, beams, max_length, tokens, grow):
 
     options = dict(max_length=max_length, end_id=END_ID)
     if grow:
-        options["grow_state"] = lean_step.grow_state if lean else _grow_stacked
+        # The model's stacked cache `[batch, layers, 2, length, heads,
+        # head_dim]` (the Translator keeps it per layer) grows on axis 3.
+        axis = 2 if lean else 3
+        options["grow_state"] = functools.partial(_common.grow_caches, axis=axis)
         options["grow_lengths"] = lengths
     start = tf.fill([tf.shape(context)[0]], START_ID)
     if beams == 1:

@@ -206,13 +206,16 @@ class Translator(tf.Module):
     @tf.autograph.experimental.do_not_convert
     def _search_ids(self, context, beam_size, sample=False, seed=None, lean=False):
         batch = tf.shape(context)[0]
-        options = dict(max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha)
-        # Caches that grow with the output (`options["grow_state"]`, below)
-        # start at the first of their lengths: doubling from 16 compiled,
-        # `PLAIN_GROW_LENGTHS` in the graph.
-        if not lean:
-            options["grow_lengths"] = PLAIN_GROW_LENGTHS
-        first = _common.grown_lengths(self.max_output_length, options.get("grow_lengths"))[0]
+        # Caches that grow with the output: a short translation under a
+        # long `max_output_length` reads (and beam search reorders) short
+        # caches, compiled or not. They grow by doubling from 16 compiled,
+        # through `PLAIN_GROW_LENGTHS` in the graph, from the first length.
+        lengths = None if lean else PLAIN_GROW_LENGTHS
+        first = _common.grown_lengths(self.max_output_length, lengths)[0]
+        options = dict(
+            max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha,
+            grow_state=_common.grow_caches, grow_lengths=lengths,
+        )  # fmt: skip
         if lean:
             lean_step = LeanStep(self.model)
             constant, state = lean_step.initial_state(context, first)
@@ -240,10 +243,6 @@ class Translator(tf.Module):
                 logits, new_state = self.model.decode_step(ids, index, {**constant, **loop_state})
                 return logits, {"self_attention_cache": new_state["self_attention_cache"]}
 
-        # Caches that grow with the output: a short translation under a
-        # long `max_output_length` reads (and beam search reorders) short
-        # caches, compiled or not.
-        options["grow_state"] = _common.grow_caches
         start = tf.fill([batch], START_ID)
         if sample:
             return sample_search(
