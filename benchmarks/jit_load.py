@@ -8,7 +8,13 @@ with XLA's compilation log on (`TF_CPP_VMODULE=device_compiler=1`). Prints
 the program count the export declares, the compilations XLA logged, their
 total time, and the load and warmup times.
 
+With `--xla-cache`, it loads the version twice, each time in a fresh
+process as a restarted server would, with TensorFlow's persistent XLA
+cache in a new folder (`keras-transformer serve --xla-cache-dir`): the
+first load compiles and stores every program, the second reads them back.
+
     .venv/bin/python benchmarks/jit_load.py --data DIR [--batch-sizes 1,8,32] [--lengths ...]
+        [--xla-cache]
 """
 
 import argparse
@@ -26,9 +32,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The server's own loading: the session, then the warmup replay.
 _LOAD = """
 import sys
+from keras_transformer.serving import xla_cache
+if len(sys.argv) > 2:
+    xla_cache.enable(sys.argv[2])
 from keras_transformer.serving.versions import Version
 v = Version(1, sys.argv[1], batching={})
-print(f"RESULT {v.warmed_up} {v.load_seconds:.2f} {v.warmup_seconds:.2f}", flush=True)
+print(f"RESULT {v.warmed_up} {v.load_seconds:.2f} {v.warmup_seconds:.2f} "
+      f"{v.xla_programs_compiled}", flush=True)
 v.model.close()
 """
 
@@ -38,6 +48,8 @@ def main():
     add_data_argument(parser)
     parser.add_argument("--batch-sizes", default=None, help="e.g. 1,8,32")
     parser.add_argument("--lengths", default=None, help="e.g. 16,32,64")
+    parser.add_argument("--xla-cache", action="store_true",
+                        help="load twice with a persistent XLA cache: cold, then warm")  # fmt: skip
     args = parser.parse_args()
     sys.path[:0] = [HERE, os.path.dirname(HERE)]
     import decode_latency
@@ -58,17 +70,25 @@ def main():
         info = read_export_info(path)
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_VMODULE": "device_compiler=1",
                "PYTHONPATH": os.path.dirname(HERE)}  # fmt: skip
-        result = subprocess.run([sys.executable, "-c", _LOAD, path], capture_output=True,
-                                text=True, env=env)  # fmt: skip
-        if result.returncode != 0:
-            raise RuntimeError(result.stderr[-3000:])
-        compiles = re.findall(r"Compilation of XLA executable time: .*?\((\d+) us\)", result.stderr)
-        seconds = sum(int(us) for us in compiles) / 1e6
-        _, requests, load, warmup = result.stdout.strip().splitlines()[-1].split()
+        cache = [os.path.join(base, "xla-cache")] if args.xla_cache else []
         print(f"shapes: batch sizes {info['batch_sizes']}, lengths {info['lengths']}")
-        print(f"programs declared: {info['programs']}; compiled at warmup: {len(compiles)}")
-        print(f"warmup requests: {requests}; compile time, all programs: {seconds:.1f} s")
-        print(f"session load: {load} s; warmup replay (compiles included): {warmup} s")
+        print(f"programs declared: {info['programs']}")
+        for load in ("cold", "warm") if args.xla_cache else ("",):
+            result = subprocess.run([sys.executable, "-c", _LOAD, path, *cache],
+                                    capture_output=True, text=True, env=env)  # fmt: skip
+            if result.returncode != 0:
+                raise RuntimeError(result.stderr[-3000:])
+            times = re.findall(r"Compilation of XLA executable time: .*?\((\d+) us\)",
+                               result.stderr)  # fmt: skip
+            seconds = sum(int(us) for us in times) / 1e6
+            _, requests, load_s, warmup_s, compiled = result.stdout.strip().splitlines()[-1].split()
+            label = f"{load} load, " if load else ""
+            # XLA logs a program read from the cache as a compilation too.
+            print(f"{label}XLA compilations logged at warmup: {len(times)}; their time: "
+                  f"{seconds:.1f} s" + (f"; compiled, not read from the cache: {compiled}"
+                                        if cache else ""))  # fmt: skip
+            print(f"{label}warmup requests: {requests}; session load: {load_s} s; "
+                  f"warmup replay (compiles included): {warmup_s} s")  # fmt: skip
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -57,7 +57,8 @@ def free_port():
 def start_serve(base, *flags, timeout=300):
     """Starts `keras-transformer serve` for the model `translator` at the
     base path `base` on a free port, with `flags`; returns `(process, port)`
-    once it printed READY. Stop it with `terminate` or `kill`."""
+    once it printed READY, with what it printed before in the process's
+    `startup_output`. Stop it with `terminate` or `kill`."""
     port = free_port()
     server = start_python(
         "-m", "keras_transformer.cli", "serve", "--model-base-path", base,
@@ -67,6 +68,7 @@ def start_serve(base, *flags, timeout=300):
     seen = []
     for line in server.stdout:
         if line.startswith("READY"):
+            server.startup_output = "".join(seen)
             return server, port
         seen.append(line)
         if time.monotonic() > deadline:

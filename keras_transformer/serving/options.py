@@ -79,6 +79,11 @@ class ServerOptions:
             flag: a connection that has not sent a whole request this long
             after its last answer is closed, and a request still working
             after this long is answered 504.
+        xla_cache_dir: a folder where TensorFlow keeps the XLA programs
+            that `--jit-compile` versions compile as they load, so that a
+            restart, or another server on the same kind of machine, reads
+            them instead of compiling (TensorFlow's persistent XLA cache);
+            None compiles at every load.
     """
 
     model_base_path: str | None = None
@@ -107,6 +112,7 @@ class ServerOptions:
     grpc_max_threads: int | None = None
     rest_api_num_threads: int | None = None
     rest_api_timeout_in_ms: int = 30000
+    xla_cache_dir: str | None = None
 
     def __post_init__(self):
         for name in ("max_request_rows", "max_string_bytes", "max_request_bytes",

@@ -71,6 +71,7 @@ from tensorflow_serving.apis import (
     status_pb2,
 )
 
+from keras_transformer.serving import xla_cache
 from keras_transformer.serving.core import Models, ServingError
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.model_config import ModelEntry, read_model_config
@@ -441,6 +442,9 @@ def start(options=None, entries=None, **legacy):
         raise TypeError(f"start() takes ServerOptions; unexpected {sorted(legacy)}")
     if entries is None:
         entries = _entries(options)
+    if options.xla_cache_dir is not None:
+        prefix = xla_cache.enable(options.xla_cache_dir)
+        log.info("XLA cache: %s (entries %s__*)", options.xla_cache_dir, prefix)
     limits = request_limits(options)
     session_config = tf.compat.v1.ConfigProto(
         intra_op_parallelism_threads=options.tensorflow_intra_op_parallelism,

@@ -13,8 +13,10 @@ import tensorflow as tf
 from tensorflow_serving.apis import get_model_status_pb2
 
 from keras_transformer._version_folders import parse_version_folder, version_folders
+from keras_transformer.export.compiled import read_export_info
 from keras_transformer.export.session_model import SessionModel
 from keras_transformer.export.warmup import read_warmup_requests
+from keras_transformer.serving import xla_cache
 from keras_transformer.serving.batching import Batcher
 from keras_transformer.serving.limits import RequestLimits, request_inputs
 from keras_transformer.serving.options import check_labels, parse_version_labels
@@ -57,6 +59,9 @@ class Version:
     as TF Serving does; a record that fails fails the load. `warmed_up`
     counts the records; `load_seconds` and `warmup_seconds` time the two
     parts (an XLA-compiled export compiles its programs in the second).
+    With the XLA cache on (`xla_cache.enable`), `xla_programs_compiled`
+    counts the programs of a compiled export that the warmup compiled
+    rather than read from the cache.
     """
 
     def __init__(self, number, path, batching, session_config=None):
@@ -65,6 +70,7 @@ class Version:
         start = time.monotonic()
         self.model = SessionModel(path, config=session_config)
         self.load_seconds = time.monotonic() - start
+        self.xla_programs_compiled = None
         try:
             self.warmed_up = self._warm_up()
         except Exception:
@@ -82,6 +88,7 @@ class Version:
         limits = RequestLimits(
             max_rows=1 << 30, max_string_bytes=1 << 30, max_request_bytes=1 << 30
         )
+        cached = xla_cache.entries()
         start = time.monotonic()
         for request in requests:
             signature = request.model_spec.signature_name or "serving_default"
@@ -91,7 +98,29 @@ class Version:
         if requests:
             log.info("Warmed up version %s with %d requests in %.1f s", self.number,
                      len(requests), self.warmup_seconds)  # fmt: skip
+        if cached is not None:
+            self._report_xla_cache(xla_cache.entries() - cached)
         return len(requests)
+
+    def _report_xla_cache(self, stored):
+        """Says how many of a compiled version's programs its warmup
+        compiled (each stored in the XLA cache) and how many it read back."""
+        try:
+            programs = read_export_info(self.path).get("programs")
+        except (OSError, ValueError):
+            programs = None
+        if not isinstance(programs, int) or programs <= 0:
+            return  # not a --jit-compile export
+        if stored == 0 and xla_cache.entries() == 0:
+            log.warning(
+                "Version %s: the XLA cache was not used (TensorFlow read TF_XLA_FLAGS before "
+                "the cache was enabled: enable it before the process compiles anything)",
+                self.number,
+            )
+            return
+        self.xla_programs_compiled = stored
+        log.info("Version %s: %d of its %d XLA programs compiled (and stored in the XLA "
+                 "cache), the others read from it", self.number, stored, programs)  # fmt: skip
 
     def run(self, signature, inputs, alive=lambda: True, time_left=lambda: None):
         """Runs `signature` on checked `inputs`, batched with other requests.

@@ -127,7 +127,7 @@ def test_the_cpp_loader_runs_the_compiled_functions(compiled_dir, export_base):
     np.testing.assert_allclose(outputs["score"], want["score"], atol=1e-4)
 
 
-def test_keras_transformer_serve_warms_it_up_and_serves_it(compiled_dir, export_base):
+def test_keras_transformer_serve_warms_it_up_and_serves_it(compiled_dir, export_base, tmp_path):
     from keras_transformer.export import SessionModel
     from keras_transformer.serving.grpc_client import GrpcTranslationClient
     from tests.processes import start_serve
@@ -136,13 +136,19 @@ def test_keras_transformer_serve_warms_it_up_and_serves_it(compiled_dir, export_
     session = SessionModel(os.path.join(export_base, "1"))
     want = session.run("serving_default", {"text": np.array(sentences, dtype=object)})
     session.close()
-    # READY comes once the version is AVAILABLE: after its warmup replay.
-    server, port = start_serve(os.path.dirname(compiled_dir))
-    try:
-        with GrpcTranslationClient(f"127.0.0.1:{port}", "translator", timeout=120) as client:
-            got = client.translate(sentences)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-    assert got["translation"] == [t.decode("utf-8") for t in want["translation"]]
-    np.testing.assert_allclose(got["score"], want["score"], atol=1e-4)
+    programs = read_export_info(compiled_dir)["programs"]
+    cache = str(tmp_path / "xla")
+    # The first server compiles every program and stores it in the XLA
+    # cache; the second, as after a restart, compiles none.
+    for compiled in (programs, 0):
+        # READY comes once the version is AVAILABLE: after its warmup replay.
+        server, port = start_serve(os.path.dirname(compiled_dir), "--xla-cache-dir", cache)
+        try:
+            with GrpcTranslationClient(f"127.0.0.1:{port}", "translator", timeout=120) as client:
+                got = client.translate(sentences)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+        assert f"{compiled} of its {programs} XLA programs compiled" in server.startup_output
+        assert got["translation"] == [t.decode("utf-8") for t in want["translation"]]
+        np.testing.assert_allclose(got["score"], want["score"], atol=1e-4)
