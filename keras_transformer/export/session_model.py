@@ -59,6 +59,12 @@ class SessionModel:
     """
 
     def __init__(self, export_dir, config=None):
+        if config is not None and not isinstance(config, tf.compat.v1.ConfigProto):
+            # Refused here: TensorFlow's Session would fail half-built, and
+            # its finalizer then raise again at garbage collection.
+            raise TypeError(
+                f"`config` must be a tf.compat.v1.ConfigProto or None. Received: {config!r}"
+            )
         self.export_dir = export_dir
         self.config = config
         self.graph = tf.Graph()
