@@ -52,15 +52,18 @@ def test_shapes_without_jit_compile_are_refused(trained_run, tmp_path):
 
 
 # Run as TF Serving runs a version: load, replay the warmup records, then
-# serve; XLA logs each compilation (TF_CPP_VMODULE=device_compiler=1).
+# serve; XLA logs each compilation (TF_CPP_VMODULE=device_compiler=1). The
+# XLA cache is on, empty: every program compiles and is stored.
 _SERVE_AS_TF_SERVING = textwrap.dedent("""
     import json, sys
     import numpy as np
     import tensorflow as tf
     from keras_transformer.export import SessionModel
     from keras_transformer.export.warmup import read_warmup_requests
+    from keras_transformer.serving import xla_cache
 
-    compiled_dir, plain_dir = sys.argv[1:3]
+    compiled_dir, plain_dir, cache = sys.argv[1:4]
+    xla_cache.enable(cache)
     compiled, plain = SessionModel(compiled_dir), SessionModel(plain_dir)
     for request in read_warmup_requests(compiled_dir):
         inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
@@ -84,24 +87,37 @@ _SERVE_AS_TF_SERVING = textwrap.dedent("""
                     report[key] = bool((want[name] == got[name]).all())
                 else:
                     report[key] = float(np.max(np.abs(want[name] - got[name]), initial=0))
-    print(json.dumps(report))
+    print(json.dumps({"entries": xla_cache.entries(), "report": report}))
 """)
 
 
-def test_warmup_compiles_every_program_and_serving_compiles_none(compiled_dir, export_base):
+@pytest.fixture(scope="module")
+def served_as_tf_serving(compiled_dir, export_base, tmp_path_factory):
+    """`(result, cache)`: the run of `_SERVE_AS_TF_SERVING`, and the XLA
+    cache it filled."""
+    cache = str(tmp_path_factory.mktemp("xla_cache"))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_VMODULE": "device_compiler=1",
            "PYTHONPATH": os.getcwd()}  # fmt: skip
     result = subprocess.run(
-        [sys.executable, "-c", _SERVE_AS_TF_SERVING, compiled_dir, os.path.join(export_base, "1")],
+        [sys.executable, "-c", _SERVE_AS_TF_SERVING, compiled_dir, os.path.join(export_base, "1"),
+         cache],
         capture_output=True, text=True, env=env, timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    return result, cache
+
+
+def test_warmup_compiles_every_program_and_serving_compiles_none(
+    served_as_tf_serving, compiled_dir
+):
+    result, _ = served_as_tf_serving
+    programs = read_export_info(compiled_dir)["programs"]
     before, _, after = result.stderr.partition("AVAILABLE")
-    assert (
-        before.count("Compilation of XLA executable") == read_export_info(compiled_dir)["programs"]
-    )
+    assert before.count("Compilation of XLA executable") == programs
     assert after.count("Compilation of XLA executable") == 0, after[-2000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    run = json.loads(result.stdout.strip().splitlines()[-1])
+    assert run["entries"] == programs  # each compiled program was stored
+    report = run["report"]
     for key, value in report.items():
         if isinstance(value, bool):
             assert value, key  # translations, pieces: identical
@@ -127,7 +143,9 @@ def test_the_cpp_loader_runs_the_compiled_functions(compiled_dir, export_base):
     np.testing.assert_allclose(outputs["score"], want["score"], atol=1e-4)
 
 
-def test_keras_transformer_serve_warms_it_up_and_serves_it(compiled_dir, export_base, tmp_path):
+def test_keras_transformer_serve_warms_it_up_from_the_xla_cache_and_serves_it(
+    served_as_tf_serving, compiled_dir, export_base
+):
     from keras_transformer.export import SessionModel
     from keras_transformer.serving.grpc_client import GrpcTranslationClient
     from tests.processes import start_serve
@@ -137,18 +155,16 @@ def test_keras_transformer_serve_warms_it_up_and_serves_it(compiled_dir, export_
     want = session.run("serving_default", {"text": np.array(sentences, dtype=object)})
     session.close()
     programs = read_export_info(compiled_dir)["programs"]
-    cache = str(tmp_path / "xla")
-    # The first server compiles every program and stores it in the XLA
-    # cache; the second, as after a restart, compiles none.
-    for compiled in (programs, 0):
-        # READY comes once the version is AVAILABLE: after its warmup replay.
-        server, port = start_serve(os.path.dirname(compiled_dir), "--xla-cache-dir", cache)
-        try:
-            with GrpcTranslationClient(f"127.0.0.1:{port}", "translator", timeout=120) as client:
-                got = client.translate(sentences)
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
-        assert f"{compiled} of its {programs} XLA programs compiled" in server.startup_output
-        assert got["translation"] == [t.decode("utf-8") for t in want["translation"]]
-        np.testing.assert_allclose(got["score"], want["score"], atol=1e-4)
+    _, cache = served_as_tf_serving  # what a first server compiled and stored
+    # READY comes once the version is AVAILABLE: after its warmup replay,
+    # which reads every program back, as a restarted server does.
+    server, port = start_serve(os.path.dirname(compiled_dir), "--xla-cache-dir", cache)
+    try:
+        with GrpcTranslationClient(f"127.0.0.1:{port}", "translator", timeout=120) as client:
+            got = client.translate(sentences)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert f"0 of its {programs} XLA programs compiled" in server.startup_output
+    assert got["translation"] == [t.decode("utf-8") for t in want["translation"]]
+    np.testing.assert_allclose(got["score"], want["score"], atol=1e-4)
