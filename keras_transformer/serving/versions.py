@@ -99,19 +99,21 @@ class Version:
             log.info("Warmed up version %s with %d requests in %.1f s", self.number,
                      len(requests), self.warmup_seconds)  # fmt: skip
         if cached is not None:
-            self._report_xla_cache(xla_cache.entries() - cached)
+            self._report_xla_cache(cached, xla_cache.entries())
         return len(requests)
 
-    def _report_xla_cache(self, stored):
+    def _report_xla_cache(self, before, after):
         """Says how many of a compiled version's programs its warmup
-        compiled (each stored in the XLA cache) and how many it read back."""
+        compiled (each stored in the XLA cache, which held `before` entries
+        then `after`) and how many it read back."""
+        stored = after - before
         try:
             programs = read_export_info(self.path).get("programs")
         except (OSError, ValueError):
             programs = None
         if not isinstance(programs, int) or programs <= 0:
             return  # not a --jit-compile export
-        if stored == 0 and xla_cache.entries() == 0:
+        if after == 0:
             log.warning(
                 "Version %s: the XLA cache was not used (TensorFlow read TF_XLA_FLAGS before "
                 "the cache was enabled: enable it before the process compiles anything)",

@@ -93,19 +93,16 @@ def test_the_prefix_names_the_processor(monkeypatch):
 def test_a_version_says_what_it_compiled_and_when_the_cache_was_unused(
     tmp_path, caplog, existing, stored
 ):
-    from keras_transformer.export.compiled import INFO_PATH
+    from keras_transformer.export.compiled import write_export_info
     from keras_transformer.serving.versions import Version
 
-    export = tmp_path / "1"
-    (export / INFO_PATH).parent.mkdir(parents=True)
-    (export / INFO_PATH).write_text('{"jit_compile": true, "programs": 3}')
-    prefix = xla_cache.enable(str(tmp_path / "cache"))
-    for i in range(existing + stored):  # what was there, then what the warmup wrote
-        (tmp_path / "cache" / f"{prefix}__{i}__0__XLA_CPU_JIT.pb").write_bytes(b"")
+    export = str(tmp_path / "1")
+    write_export_info(export, {"jit_compile": True, "programs": 3})
     version = Version.__new__(Version)  # its load and warmup are not what is tested
-    version.number, version.path, version.xla_programs_compiled = 1, str(export), None
+    version.number, version.path, version.xla_programs_compiled = 1, export, None
     with caplog.at_level("INFO", logger="keras_transformer.serve"):
-        version._report_xla_cache(stored)
+        # The cache's entries before the warmup, then after what it stored.
+        version._report_xla_cache(existing, existing + stored)
     if existing + stored == 0:
         # TensorFlow read TF_XLA_FLAGS before the cache was enabled.
         assert "XLA cache was not used" in caplog.text
