@@ -98,10 +98,14 @@ def enable(directory):
             f"The XLA cache directory {directory} cannot be written: {error.strerror or error}"
         ) from None
     flags = os.environ.get("TF_XLA_FLAGS", "")
-    named = re.findall(rf"{_DIRECTORY_FLAG}=(\S*)", flags)
-    if any(os.path.abspath(path) != directory for path in named):
+    others = [
+        path
+        for path in re.findall(rf"{_DIRECTORY_FLAG}=(\S*)", flags)
+        if os.path.abspath(path) != directory
+    ]
+    if others:
         raise ValueError(
-            f"TF_XLA_FLAGS already names an XLA cache directory ({named[0]}), not "
+            f"TF_XLA_FLAGS already names an XLA cache directory ({others[0]}), not "
             f"{directory}: give one or the other"
         )
     prefix = cache_prefix()

@@ -52,11 +52,15 @@ def test_enable_accepts_the_directory_the_flags_already_name(tmp_path, monkeypat
     assert os.environ["TF_XLA_FLAGS"].count(DIRECTORY_FLAG) == 1
 
 
-def test_enable_refuses_a_second_directory(tmp_path, monkeypatch):
-    monkeypatch.setenv("TF_XLA_FLAGS", f"{DIRECTORY_FLAG}=/elsewhere")
-    with pytest.raises(ValueError, match="already names an XLA cache directory"):
+@pytest.mark.parametrize("also_ours", [False, True])
+def test_enable_refuses_a_second_directory_and_names_it(tmp_path, monkeypatch, also_ours):
+    flags = f"{DIRECTORY_FLAG}=/elsewhere"
+    if also_ours:
+        flags = f"{DIRECTORY_FLAG}={tmp_path} {flags}"
+    monkeypatch.setenv("TF_XLA_FLAGS", flags)
+    with pytest.raises(ValueError, match=r"already names an XLA cache directory \(/elsewhere\)"):
         xla_cache.enable(str(tmp_path))
-    assert os.environ["TF_XLA_FLAGS"] == f"{DIRECTORY_FLAG}=/elsewhere"
+    assert os.environ["TF_XLA_FLAGS"] == flags
 
 
 @pytest.mark.parametrize("kind", ["under a file", "white space"])
