@@ -7,6 +7,7 @@ import numpy as np
 from keras_transformer._validation import check_positive_int
 from keras_transformer.training.epoch_weights import epoch_weight_files
 from keras_transformer.training.run_directory import RunDirectory, build_run_model
+from keras_transformer.training.weights_file import save_weights_atomically
 
 
 def average_weights(model, paths):
@@ -97,8 +98,6 @@ def average_checkpoints(run_path, last=5):
     model = build_run_model(run)
     average_weights(model, [path for _, path in chosen])
     epochs = [epoch for epoch, _ in chosen]
-    partial = run.join("partial.averaged.weights.h5")
-    model.save_weights(partial, overwrite=True)
-    os.replace(partial, run.averaged_weights)
+    save_weights_atomically(model, run.averaged_weights)
     run.write_json(run.averaged_info, {"epochs": epochs})
     return model, epochs

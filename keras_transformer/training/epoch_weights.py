@@ -7,6 +7,7 @@ import re
 import keras
 
 from keras_transformer._validation import check_positive_int
+from keras_transformer.training.weights_file import save_weights_atomically
 
 _PATTERN = re.compile(r"epoch_(\d+)\.weights\.h5$")
 
@@ -35,7 +36,7 @@ class EpochWeights(keras.callbacks.Callback):
     last 5 checkpoints of its base models); see
     `keras_transformer.training.average_checkpoints`. Each file is written
     under a temporary name and renamed, so a kill mid-save never leaves a
-    truncated file behind, and a resumed run (after `BackupAndRestore`)
+    truncated file behind, and a resumed run (after a `Backup` restore)
     overwrites the epochs it repeats.
 
     Args:
@@ -58,8 +59,6 @@ class EpochWeights(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         os.makedirs(self.directory, exist_ok=True)
         path = os.path.join(self.directory, f"epoch_{epoch + 1:04d}.weights.h5")
-        partial = os.path.join(self.directory, f"partial_{epoch + 1:04d}.weights.h5")
-        self.model.save_weights(partial, overwrite=True)
-        os.replace(partial, path)
+        save_weights_atomically(self.model, path)
         for _, old in epoch_weight_files(self.directory)[: -self.keep]:
             os.remove(old)

@@ -77,7 +77,7 @@ def test_listing_ignores_other_files(tmp_path):
     for name in (
         "epoch_0010.weights.h5",
         "epoch_0002.weights.h5",
-        "partial_0003.weights.h5",
+        "partial.epoch_0003.weights.h5",
         "epoch_x.weights.h5",
         "notes.txt",
         "epoch_0004.weights.h5.tmp",
