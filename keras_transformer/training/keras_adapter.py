@@ -1,10 +1,10 @@
 """What training needs of Keras beyond its public API, in one place.
 
 Two `tf.distribute` limits of Keras' TensorFlow trainer, and the epoch a
-resumed `fit` starts from. Each reaches one private name, checked here when
-it is used: if a Keras release moves it, training fails at once with a
-message that names this file, and tests/training/test_keras_adapter.py
-fails first.
+resumed `fit` starts from (read and set). Each reaches one private name,
+checked here when it is used: if a Keras release moves it, training fails
+at once with a message that names this file, and
+tests/training/test_keras_adapter.py fails first.
 """
 
 import inspect
@@ -99,3 +99,11 @@ def initial_epoch(model):
     if not hasattr(model, _INITIAL_EPOCH):
         raise _changed(f"`Model.{_INITIAL_EPOCH}` during fit")
     return getattr(model, _INITIAL_EPOCH) or 0
+
+
+def set_initial_epoch(model, epoch):
+    """Makes the `fit` that is starting (called from `on_train_begin`)
+    begin at `epoch`, 0-based, as `BackupAndRestore` does on a resume."""
+    if not hasattr(model, _INITIAL_EPOCH):
+        raise _changed(f"`Model.{_INITIAL_EPOCH}`, which `fit` starts from")
+    setattr(model, _INITIAL_EPOCH, epoch)

@@ -78,6 +78,30 @@ def test_initial_epoch_is_the_restored_epoch(tmp_path):
     assert (first.epoch, resumed.epoch) == (0, 2)
 
 
-def test_initial_epoch_names_a_missing_attribute():
+class _StartAt(keras.callbacks.Callback):
+    def __init__(self, epoch):
+        super().__init__()
+        self.start = epoch
+
+    def on_train_begin(self, logs=None):
+        keras_adapter.set_initial_epoch(self.model, self.start)
+
+
+@pytest.mark.parametrize("start", [0, 1, 3])
+def test_set_initial_epoch_is_where_fit_starts(start):
+    model = _model()
+    model.build(((None, None), (None, None)))
+    compile_for_training(model, warmup_steps=10)
+    x, y = _data()
+    seen = []
+    record = keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs: seen.append(epoch))
+    model.fit(x, y, batch_size=4, epochs=4, verbose=0, callbacks=[_StartAt(start), record])
+    assert seen == list(range(start, 4))
+    assert model.optimizer.iterations.numpy() == 2 * (4 - start)
+
+
+@pytest.mark.parametrize("function", ["initial_epoch", "set_initial_epoch"])
+def test_initial_epoch_names_a_missing_attribute(function):
+    args = (object(),) if function == "initial_epoch" else (object(), 1)
     with pytest.raises(RuntimeError, match="_initial_epoch"):
-        keras_adapter.initial_epoch(object())
+        getattr(keras_adapter, function)(*args)
