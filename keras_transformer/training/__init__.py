@@ -7,6 +7,8 @@ from keras_transformer import _lazy
 __getattr__, __dir__, __all__ = _lazy.attach(
     globals(),
     {
+        "Backup": "backup",
+        "BestWeights": "best_weights",
         "EpochWeights": "epoch_weights",
         "PreparedData": "preparation",
         "RunDirectory": "run_directory",
@@ -17,6 +19,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "build_model": "trainer",
         "load_run": "run_directory",
         "prepare_data": "preparation",
+        "save_weights_atomically": "weights_file",
         "set_precision": "trainer",
         "train": "trainer",
     },

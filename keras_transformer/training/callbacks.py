@@ -5,6 +5,8 @@ import os
 import keras
 
 from keras_transformer.training import keras_adapter
+from keras_transformer.training.backup import Backup
+from keras_transformer.training.best_weights import BestWeights
 from keras_transformer.training.epoch_weights import EpochWeights
 from keras_transformer.training.time_limit import TimeLimit
 
@@ -23,7 +25,7 @@ class _StatusLine(keras.callbacks.Callback):
 
 
 def make_callbacks(run, config, has_validation, is_chief=True, worker_index=0):
-    """TensorBoard, best-weights checkpoint, BackupAndRestore, NaN guard, CSV,
+    """TensorBoard, best-weights checkpoint, backup, NaN guard, CSV,
     and, when the config sets them, the time limit and the epoch weights
     kept for averaging.
 
@@ -35,16 +37,15 @@ def make_callbacks(run, config, has_validation, is_chief=True, worker_index=0):
         worker_index: backups are kept per worker.
 
     Returns:
-        A list of `keras.callbacks.Callback`.
+        A list of `keras.callbacks.Callback`, one of them the `Backup`,
+        which the caller removes once the final weights are saved.
     """
     backup_dir = run.backup if is_chief else os.path.join(run.backup, f"worker_{worker_index}")
     callbacks = [
         # Saves weights, optimizer state and the epoch every
-        # `checkpoint_every` steps: a killed run restarted with the same
-        # command continues from there. Two copies survive a kill mid-save.
-        keras.callbacks.BackupAndRestore(
-            backup_dir, save_freq=config.checkpoint_every, double_checkpoint=True
-        ),
+        # `checkpoint_every` steps and at each epoch's end: a killed run
+        # restarted with the same command continues from there.
+        Backup(backup_dir, save_freq=config.checkpoint_every),
         keras.callbacks.TerminateOnNaN(),
         _StatusLine(),
     ]
@@ -54,12 +55,7 @@ def make_callbacks(run, config, has_validation, is_chief=True, worker_index=0):
         callbacks += [
             keras.callbacks.TensorBoard(run.logs, update_freq="epoch"),
             keras.callbacks.CSVLogger(run.history, append=True),
-            keras.callbacks.ModelCheckpoint(
-                run.best_weights,
-                monitor="val_loss" if has_validation else "loss",
-                save_best_only=True,
-                save_weights_only=True,
-            ),
+            BestWeights(run.best_weights, monitor="val_loss" if has_validation else "loss"),
         ]
         if config.average_last:
             callbacks.append(EpochWeights(run.epoch_weights, keep=config.average_last))

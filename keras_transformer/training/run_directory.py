@@ -15,13 +15,13 @@ class RunDirectory:
       config.json            training configuration
       model_config.json      Transformer.get_config()
       tokenizers/source.model, target.model (+ .vocab)
-      best.weights.h5        best weights by validation loss
+      best.weights.h5        best weights by validation loss, and best.json (its epoch, loss)
       final.weights.h5       weights at the end of training
       epochs/                the last epochs' weights (with `average_last`)
       averaged.weights.h5    their average, and averaged.json (which epochs)
       history.csv            one row per epoch
       logs/                  TensorBoard
-      backup/                BackupAndRestore state, for resuming
+      backup/                the last backup, for resuming (removed at the end)
       data_stats.json        corpus and length statistics
     ```
     """

@@ -8,8 +8,10 @@ import tensorflow as tf
 from keras_transformer.models.transformer import Transformer
 from keras_transformer.training import averaging, host_memory, preparation, recipe, strategies
 from keras_transformer.training import callbacks as callbacks_lib
+from keras_transformer.training.backup import Backup
 from keras_transformer.training.config import TrainConfig
 from keras_transformer.training.run_directory import RunDirectory
+from keras_transformer.training.weights_file import save_weights_atomically
 
 
 def devices():
@@ -111,22 +113,25 @@ def train(config, log=print):
     if is_chief:
         run.write_json(run.model_config, {**model.get_config(), "dtype": None})
 
+    callbacks = callbacks_lib.make_callbacks(
+        run, config, valid_batches is not None, is_chief=is_chief, worker_index=worker_index
+    )
     history = model.fit(
         train_batches,
         validation_data=valid_batches,
         epochs=config.epochs,
         steps_per_epoch=config.steps_per_epoch,
-        callbacks=callbacks_lib.make_callbacks(
-            run, config, valid_batches is not None, is_chief=is_chief, worker_index=worker_index
-        ),
+        callbacks=callbacks,
         verbose=config.verbose,
     )
     weights_path = (
         run.final_weights if is_chief else run.join(f"final.worker_{worker_index}.weights.h5")
     )
-    model.save_weights(weights_path)
+    save_weights_atomically(model, weights_path)
     if is_chief and not os.path.exists(run.best_weights):
-        model.save_weights(run.best_weights)
+        save_weights_atomically(model, run.best_weights)
+    # Only now: a kill before this line resumes rather than starts over.
+    next(callback for callback in callbacks if isinstance(callback, Backup)).remove()
     log(f"Saved {weights_path}")
     if is_chief and config.average_last:
         _average(run, config, model, valid_batches, log)
