@@ -219,6 +219,8 @@ def _weights_of_another_model(directory):
     return name
 
 
+# Keras warns about the other model's optimizer before it refuses its layers.
+@pytest.mark.filterwarnings("ignore:Skipping variable loading for optimizer:UserWarning")
 @pytest.mark.parametrize(
     "damage", [_corrupt_weights, _corrupt_metadata, _wrong_epoch, _weights_of_another_model]
 )
