@@ -5,9 +5,9 @@ import os
 import numpy as np
 
 from keras_transformer._validation import check_positive_int
+from keras_transformer.training.atomic_files import save_weights_atomically
 from keras_transformer.training.epoch_weights import epoch_weight_files
 from keras_transformer.training.run_directory import RunDirectory, build_run_model
-from keras_transformer.training.weights_file import save_weights_atomically
 
 
 def average_weights(model, paths):

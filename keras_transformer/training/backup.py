@@ -9,7 +9,7 @@ import keras
 
 from keras_transformer._validation import check_positive_int
 from keras_transformer.training import keras_adapter
-from keras_transformer.training.weights_file import save_weights_atomically
+from keras_transformer.training.atomic_files import save_weights_atomically, write_json_atomically
 
 METADATA = "training_metadata.json"
 _WEIGHTS = re.compile(r"^backup_(\d+)\.weights\.h5$")
@@ -99,11 +99,8 @@ class Backup(keras.callbacks.Callback):
 
     def _commit(self, name, epoch, batch):
         self._steps_since_save = 0
-        metadata = {"epoch": epoch, "batch": batch, "weights": name}
-        partial = os.path.join(self.backup_dir, f"partial.{METADATA}")
-        with open(partial, "w", encoding="utf-8") as f:
-            json.dump(metadata, f)
-        os.replace(partial, self.metadata_path)  # the commit
+        # The commit:
+        write_json_atomically(self.metadata_path, {"epoch": epoch, "batch": batch, "weights": name})
         self._saved = name
         stale = [other for other in self._weights_files() if other != name]
         stale += [other for other in os.listdir(self.backup_dir) if other.startswith("partial.")]

@@ -7,7 +7,12 @@ import warnings
 
 import keras
 
-from keras_transformer.training.weights_file import save_weights_atomically
+from keras_transformer.training.atomic_files import (
+    WEIGHTS_SUFFIX,
+    check_weights_path,
+    save_weights_atomically,
+    write_json_atomically,
+)
 
 
 class BestWeights(keras.callbacks.Callback):
@@ -34,10 +39,9 @@ class BestWeights(keras.callbacks.Callback):
 
     def __init__(self, path, monitor="val_loss"):
         super().__init__()
-        if not str(path).endswith(".weights.h5"):
-            raise ValueError(f"`path` must end in `.weights.h5`. Received: path={path!r}")
+        check_weights_path(path)
         self.path = os.path.abspath(path)
-        self.record_path = self.path[: -len(".weights.h5")] + ".json"
+        self.record_path = self.path[: -len(WEIGHTS_SUFFIX)] + ".json"
         self.monitor = monitor
         self.best = math.inf
         self.best_epoch = None
@@ -65,10 +69,9 @@ class BestWeights(keras.callbacks.Callback):
             return
         save_weights_atomically(self.model, self.path)
         self.best, self.best_epoch = value, epoch + 1
-        partial = f"{self.record_path}.partial"
-        with open(partial, "w", encoding="utf-8") as f:
-            json.dump({"monitor": self.monitor, "value": value, "epoch": epoch + 1}, f)
-        os.replace(partial, self.record_path)
+        write_json_atomically(
+            self.record_path, {"monitor": self.monitor, "value": value, "epoch": epoch + 1}
+        )
 
     def _read_record(self):
         """The saved best, or None when there is none for this `monitor`."""

@@ -7,7 +7,7 @@ import re
 import keras
 
 from keras_transformer._validation import check_positive_int
-from keras_transformer.training.weights_file import save_weights_atomically
+from keras_transformer.training.atomic_files import save_weights_atomically
 
 _PATTERN = re.compile(r"epoch_(\d+)\.weights\.h5$")
 

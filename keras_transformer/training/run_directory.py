@@ -5,6 +5,7 @@ import os
 
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.models.transformer import Transformer
+from keras_transformer.training.atomic_files import write_json_atomically
 
 
 class RunDirectory:
@@ -50,11 +51,7 @@ class RunDirectory:
         return os.path.exists(self.source_tokenizer) and os.path.exists(self.target_tokenizer)
 
     def write_json(self, path, values):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(values, f, indent=2, sort_keys=True)
-        os.replace(tmp, path)
+        write_json_atomically(path, values)
 
     def read_json(self, path):
         with open(path, encoding="utf-8") as f:

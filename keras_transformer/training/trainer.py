@@ -8,10 +8,10 @@ import tensorflow as tf
 from keras_transformer.models.transformer import Transformer
 from keras_transformer.training import averaging, host_memory, preparation, recipe, strategies
 from keras_transformer.training import callbacks as callbacks_lib
+from keras_transformer.training.atomic_files import save_weights_atomically
 from keras_transformer.training.backup import Backup
 from keras_transformer.training.config import TrainConfig
 from keras_transformer.training.run_directory import RunDirectory
-from keras_transformer.training.weights_file import save_weights_atomically
 
 
 def devices():

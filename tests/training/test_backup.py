@@ -135,7 +135,7 @@ def _kill_before_commit(monkeypatch, backup, model):
 
 
 def _kill_mid_metadata(monkeypatch, backup, model):
-    def half_written(value, f):
+    def half_written(value, f, **kwargs):
         f.write(json.dumps(value)[:7])
         raise _Killed
 

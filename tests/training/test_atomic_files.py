@@ -1,10 +1,12 @@
+import json
 import os
 
 import keras
 import numpy as np
 import pytest
 
-from keras_transformer.training.weights_file import save_weights_atomically
+from keras_transformer.training import atomic_files
+from keras_transformer.training.atomic_files import save_weights_atomically, write_json_atomically
 
 
 def _model(seed):
@@ -62,3 +64,27 @@ def test_a_save_killed_midway_leaves_the_old_file_whole(tmp_path, monkeypatch):
     for a, b in zip(check.get_weights(), new.get_weights()):
         np.testing.assert_array_equal(a, b)
     assert os.listdir(tmp_path) == ["best.weights.h5"]
+
+
+@pytest.mark.parametrize("values", [{"epoch": 2, "weights": "backup_000000002.weights.h5"}, [1.5]])
+def test_json_round_trips_and_leaves_only_the_file(tmp_path, values):
+    path = tmp_path / "sub" / "training_metadata.json"
+    assert write_json_atomically(str(path), values) == str(path)
+    assert json.loads(path.read_text()) == values
+    assert os.listdir(path.parent) == [path.name]
+
+
+def test_a_json_write_killed_midway_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    path = str(tmp_path / "best.json")
+    write_json_atomically(path, {"value": 1.0})
+
+    def killed_midway(values, f, **kwargs):
+        f.write('{"value": ')
+        raise _Killed
+
+    monkeypatch.setattr(atomic_files.json, "dump", killed_midway)
+    with pytest.raises(_Killed):
+        write_json_atomically(path, {"value": 0.5})
+    monkeypatch.undo()
+    with open(path) as f:
+        assert json.load(f) == {"value": 1.0}
