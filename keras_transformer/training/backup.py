@@ -9,7 +9,11 @@ import keras
 
 from keras_transformer._validation import check_positive_int
 from keras_transformer.training import keras_adapter
-from keras_transformer.training.atomic_files import save_weights_atomically, write_json_atomically
+from keras_transformer.training.atomic_files import (
+    WEIGHTS_SUFFIX,
+    save_weights_atomically,
+    write_json_atomically,
+)
 
 METADATA = "training_metadata.json"
 _WEIGHTS = re.compile(r"^backup_(\d+)\.weights\.h5$")
@@ -102,8 +106,11 @@ class Backup(keras.callbacks.Callback):
         # The commit:
         write_json_atomically(self.metadata_path, {"epoch": epoch, "batch": batch, "weights": name})
         self._saved = name
-        stale = [other for other in self._weights_files() if other != name]
-        stale += [other for other in os.listdir(self.backup_dir) if other.startswith("partial.")]
+        stale = [
+            other
+            for other in os.listdir(self.backup_dir)
+            if (_WEIGHTS.match(other) and other != name) or other.startswith("partial.")
+        ]
         for other in [*stale, _KERAS_LATEST, _KERAS_PREVIOUS, f"{METADATA}.bkp"]:
             _remove(os.path.join(self.backup_dir, other))
 
@@ -158,10 +165,7 @@ class Backup(keras.callbacks.Callback):
             if not os.path.exists(weights_path):
                 continue
             try:
-                if weights == _KERAS_PREVIOUS:
-                    self._load_copy(weights_path)
-                else:
-                    self._load(weights_path)
+                self._load(weights_path)
                 epoch = 0
                 if os.path.exists(metadata_path):
                     epoch = self._read_metadata(metadata_path)["epoch"]
@@ -172,16 +176,7 @@ class Backup(keras.callbacks.Callback):
             return {"epoch": epoch, "weights": weights}
         raise ValueError(" and ".join(errors))
 
-    def _load_copy(self, path):
-        # `load_weights` reads only names ending in `.weights.h5`.
-        copy = os.path.join(self.backup_dir, "partial.restore.weights.h5")
-        shutil.copyfile(path, copy)
-        try:
-            self._load(copy, shown=path)
-        finally:
-            _remove(copy)
-
-    def _load(self, path, shown=None):
+    def _load(self, path):
         if not self.model.built:
             raise ValueError(
                 "Backup restores into a built model: build it (call it on a batch) before `fit`"
@@ -190,10 +185,18 @@ class Backup(keras.callbacks.Callback):
         if optimizer is not None and not optimizer.built:
             optimizer.build(self.model.trainable_variables)  # so its state loads too
         try:
-            self.model.load_weights(path)
+            if path.endswith(WEIGHTS_SUFFIX):
+                self.model.load_weights(path)
+            else:  # `BackupAndRestore`'s `.bkp`: `load_weights` reads only `.weights.h5`
+                copy = os.path.join(self.backup_dir, f"partial.restore{WEIGHTS_SUFFIX}")
+                shutil.copyfile(path, copy)
+                try:
+                    self.model.load_weights(copy)
+                finally:
+                    _remove(copy)
         except Exception as error:  # h5py raises OSError, RuntimeError, KeyError...
             raise ValueError(
-                f"The training backup {shown or path} does not load into this model "
+                f"The training backup {path} does not load into this model "
                 f"({type(error).__name__}: {error}); delete {self.backup_dir} "
                 "to start the run over"
             ) from None
