@@ -4,16 +4,21 @@ Two `tf.distribute` limits of Keras' TensorFlow trainer, and the epoch a
 resumed `fit` starts from (read and set). Each reaches one private name,
 checked here when it is used: if a Keras release moves it, training fails
 at once with a message that names this file, and
-tests/training/test_keras_adapter.py fails first.
+tests/training/test_keras_adapter.py fails first. Also one warning of
+Keras' that training's own data makes meaningless (`data_ends_epochs`).
 """
 
+import contextlib
 import inspect
+import warnings
 
 import keras
 import tensorflow as tf
 
 _SYMBOLIC_BUILD = "_maybe_symbolic_build"
 _INITIAL_EPOCH = "_initial_epoch"
+# Keras' warning when a dataset runs out during `fit` or `evaluate`.
+_RAN_OUT = "Your input ran out of data"
 
 
 def _changed(what):
@@ -107,3 +112,26 @@ def set_initial_epoch(model, epoch):
     if not hasattr(model, _INITIAL_EPOCH):
         raise _changed(f"`Model.{_INITIAL_EPOCH}`, which `fit` starts from")
     setattr(model, _INITIAL_EPOCH, epoch)
+
+
+@contextlib.contextmanager
+def data_ends_epochs():
+    """Silences Keras' "Your input ran out of data" while training's own
+    datasets are fitted and evaluated.
+
+    Keras' TensorFlow trainer gives that warning whenever a dataset of
+    unknown size ends, which is how every validation pass over
+    token-budget batches ends, and every training epoch when the data does
+    not repeat (their number depends on the shuffle, so it cannot be
+    declared). Training repeats its data whenever `steps_per_epoch` is
+    set, so there the warning never means what it says. Use it only around
+    data built that way: a user's dataset that ends early still warns.
+
+    Example:
+
+    >>> with data_ends_epochs():
+    ...     warnings.warn("Your input ran out of data; interrupting training.")
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_RAN_OUT, category=UserWarning)
+        yield

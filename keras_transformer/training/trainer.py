@@ -6,7 +6,14 @@ import keras
 import tensorflow as tf
 
 from keras_transformer.models.transformer import Transformer
-from keras_transformer.training import averaging, host_memory, preparation, recipe, strategies
+from keras_transformer.training import (
+    averaging,
+    host_memory,
+    keras_adapter,
+    preparation,
+    recipe,
+    strategies,
+)
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training.atomic_files import save_weights_atomically
 from keras_transformer.training.backup import Backup
@@ -116,14 +123,16 @@ def train(config, log=print):
     callbacks = callbacks_lib.make_callbacks(
         run, config, valid_batches is not None, is_chief=is_chief, worker_index=worker_index
     )
-    history = model.fit(
-        train_batches,
-        validation_data=valid_batches,
-        epochs=config.epochs,
-        steps_per_epoch=config.steps_per_epoch,
-        callbacks=callbacks,
-        verbose=config.verbose,
-    )
+    with keras_adapter.data_ends_epochs():
+        history = model.fit(
+            train_batches,
+            validation_data=valid_batches,
+            epochs=config.epochs,
+            steps_per_epoch=config.steps_per_epoch,
+            callbacks=callbacks,
+            verbose=config.verbose,
+            shuffle=False,  # the pipeline shuffles; Keras would only warn
+        )
     weights_path = (
         run.final_weights if is_chief else run.join(f"final.worker_{worker_index}.weights.h5")
     )
@@ -146,7 +155,8 @@ def _average(run, config, model, valid_batches, log):
     if valid_batches is None:
         return
     # The same metrics as the epochs' validation, so the two read alike.
-    scores = model.evaluate(valid_batches, verbose=0, return_dict=True)
+    with keras_adapter.data_ends_epochs():
+        scores = model.evaluate(valid_batches, verbose=0, return_dict=True)
     info = run.read_json(run.averaged_info)
     info.update({f"val_{k}": float(v) for k, v in scores.items()})
     run.write_json(run.averaged_info, info)

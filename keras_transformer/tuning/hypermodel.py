@@ -142,6 +142,8 @@ class TransformerHyperModel(keras_tuner.HyperModel):
                 # Examples are at most `max_length` long; a budget below it
                 # still batches them, one a batch, in the last bucket.
                 x = pipeline.batch_by_tokens(flat, budget, min(self.max_length, budget))
+            # A dataset is shuffled by its pipeline; Keras would only warn.
+            kwargs.setdefault("shuffle", False)
         else:
             kwargs["batch_size"] = self._choice(hp, "batch_size")
         callbacks = list(kwargs.pop("callbacks", [])) + self.objective_callbacks

@@ -16,6 +16,7 @@ import keras
 
 from keras_transformer._extras import require
 from keras_transformer.data import sources
+from keras_transformer.training import keras_adapter
 from keras_transformer.training.preparation import prepare_data
 from keras_transformer.training.run_directory import RunDirectory
 from keras_transformer.tuning.bleu_callback import BleuCallback
@@ -121,13 +122,14 @@ def run_search(options, log=print):
         seed=config.seed, repeat=config.steps_per_epoch is not None
     ).map(lambda s, t_in, t_out: ((s, t_in), t_out))
     valid_batches = data.valid_batches(max(VALID_BATCH_TOKENS, config.max_length))
-    tuner.search(
-        train_examples,
-        validation_data=valid_batches,
-        epochs=config.epochs,
-        steps_per_epoch=config.steps_per_epoch,
-        verbose=config.verbose,
-    )
+    with keras_adapter.data_ends_epochs():
+        tuner.search(
+            train_examples,
+            validation_data=valid_batches,
+            epochs=config.epochs,
+            steps_per_epoch=config.steps_per_epoch,
+            verbose=config.verbose,
+        )
     if not _is_chief() and "KERASTUNER_ORACLE_IP" in os.environ:
         return None
     log("\n" + results_table(tuner, config.objective))

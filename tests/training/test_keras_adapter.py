@@ -1,10 +1,12 @@
 """The private Keras names training relies on, and what it does with them."""
 
 import inspect
+import warnings
 
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_transformer.models import Transformer
 from keras_transformer.training import keras_adapter
@@ -105,3 +107,46 @@ def test_initial_epoch_names_a_missing_attribute(function):
     args = (object(),) if function == "initial_epoch" else (object(), 1)
     with pytest.raises(RuntimeError, match="_initial_epoch"):
         getattr(keras_adapter, function)(*args)
+
+
+def _unknown_size_batches():
+    """Batches whose number Keras cannot know, as token-budget batches."""
+    (src, tgt), labels = _data(16)
+    dataset = tf.data.Dataset.from_tensor_slices(((src, tgt), labels)).batch(4)
+    return dataset.filter(lambda inputs, labels: True)
+
+
+def _ran_out_warnings(fit):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit()
+    return [w for w in caught if "ran out of data" in str(w.message)]
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_data_ends_epochs_silences_only_the_end_of_data_warning(repeat):
+    model = _model()
+    compile_for_training(model, warmup_steps=10)
+    data = _unknown_size_batches()
+    train = data.repeat() if repeat else data
+
+    def fit():
+        model.fit(
+            train, validation_data=data, epochs=2, steps_per_epoch=3 if repeat else None, verbose=0
+        )
+
+    # Keras warns at the end of a dataset of unknown size; if a release
+    # stops doing so, the adapter can go.
+    assert _ran_out_warnings(fit)
+
+    def quiet_fit():
+        with keras_adapter.data_ends_epochs():
+            fit()
+            warnings.warn("another warning", UserWarning, stacklevel=2)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_fit()
+    messages = [str(w.message) for w in caught]
+    assert not [m for m in messages if "ran out of data" in m]
+    assert "another warning" in messages
