@@ -7,6 +7,7 @@ restore op, runs the init op, and then runs signatures by tensor name.
 so a model that works here is a model TF Serving can run.
 """
 
+import collections.abc
 import logging
 import threading
 
@@ -94,8 +95,21 @@ class SessionModel:
         return self.signatures[name]
 
     def check_inputs(self, name, inputs):
-        """Validates `inputs` (dict of numpy arrays) against signature `name`."""
+        """Validates `inputs` against signature `name`.
+
+        Args:
+            name: the signature's name.
+            inputs: a dict of input name to a NumPy array, or to what
+                `np.asarray` makes one of (a list of str).
+
+        Returns:
+            The inputs as NumPy arrays, as `run` feeds them.
+        """
         signature = self.signature(name)
+        if not isinstance(inputs, collections.abc.Mapping):
+            raise SignatureError(
+                f"Inputs must be a dict of input name to array; received {type(inputs).__name__}"
+            )
         expected = set(signature.inputs)
         missing = sorted(expected - set(inputs))
         unknown = sorted(set(inputs) - expected)
@@ -104,6 +118,7 @@ class SessionModel:
                 f"Signature {name!r} takes inputs {sorted(expected)}; "
                 f"missing {missing}, unknown {unknown}"
             )
+        inputs = {key: _as_array(key, value) for key, value in inputs.items()}
         for key, value in inputs.items():
             info = signature.inputs[key]
             want = tf.dtypes.as_dtype(info.dtype)
@@ -122,10 +137,12 @@ class SessionModel:
         rows = {key: len(value) for key, value in inputs.items() if np.ndim(value)}
         if len(set(rows.values())) > 1:
             raise SignatureError(f"The inputs must have the same number of rows; received {rows}")
+        return inputs
 
     def run(self, name, inputs):
-        """Runs signature `name` on `inputs` (dict of numpy arrays)."""
-        self.check_inputs(name, inputs)
+        """Runs signature `name` on `inputs` (a dict of input name to array,
+        as `check_inputs` takes it)."""
+        inputs = self.check_inputs(name, inputs)
         signature = self.signature(name)
         feeds = {signature.inputs[k].name: v for k, v in inputs.items()}
         fetches = {k: v.name for k, v in signature.outputs.items()}
@@ -134,6 +151,15 @@ class SessionModel:
 
     def close(self):
         self.session.close()
+
+
+def _as_array(key, value):
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.asarray(value)
+    except ValueError as error:  # ragged nested lists
+        raise SignatureError(f"Input {key!r} is not an array: {error}") from None
 
 
 def run_signature(export_dir, name, sentences):

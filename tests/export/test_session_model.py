@@ -65,9 +65,18 @@ def test_unicode_arrays_are_accepted_as_strings(session_model):
     assert list(as_unicode["translation"]) == list(as_bytes["translation"])
 
 
+def test_lists_are_taken_as_arrays(session_model):
+    as_array = session_model.run("translate_greedy", _text("Die Katze läuft.", "Ein Hund."))
+    as_list = session_model.run("translate_greedy", {"text": ["Die Katze läuft.", "Ein Hund."]})
+    assert list(as_list["translation"]) == list(as_array["translation"])
+
+
 @pytest.mark.parametrize(
     "inputs,message",
     [
+        ([b"x"], "Inputs must be a dict of input name to array; received list"),
+        ({"text": [[b"x"], [b"y", b"z"]]}, "Input 'text' is not an array"),
+        ({"text": [1, 2]}, "must be string; received int64"),
         ({"txt": np.array([b"x"], dtype=object)}, r"missing \['text'\], unknown \['txt'\]"),
         ({}, r"missing \['text'\]"),
         ({"text": np.array([1, 2], dtype=np.int32)}, "must be string; received int32"),
