@@ -15,7 +15,11 @@ weights, the end token disabled so that every request generates exactly
   with it, as ours are inside the signatures.
 
 Beam 4 and greedy, batches of 1 and 32; median of `--repeats` runs, each
-engine in a fresh process of its own. `--threads N` runs everything on N
+engine in a fresh process of its own. A second table splits batch 1 into
+what a request generating one token costs (tokenization, encoder, the
+first step) and what each further token adds, for the XLA export (an
+export of the same weights generating one token) and CTranslate2 float32
+(`max_decoding_length=1`). `--threads N` runs everything on N
 threads: TensorFlow's intra-op pool and CTranslate2's `intra_threads`
 (default: the machine's CPUs, TensorFlow's own choice; CTranslate2 gets
 `inter_threads=1`).
@@ -25,8 +29,10 @@ threads: TensorFlow's intra-op pool and CTranslate2's `intra_threads`
 """
 
 import argparse
+import functools
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -36,13 +42,16 @@ from multi30k_data import add_data_argument
 HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATED = 32
 CASES = (("beam4", 4, 1), ("greedy", 1, 1), ("beam4", 4, 32), ("greedy", 1, 32))
+# One-token requests are short and their times spread widely (CTranslate2's
+# fell at about 1.1 and at about 4 ms, run to run): more of them, and their
+# minimum printed beside the median.
+ONE_TOKEN_REPEATS = 3
 
 
 def ct2_times(model_dir, sentences, repeats, threads):
     """Median ms of CTranslate2 on `sentences`, per case. Imports no
     TensorFlow: run it in a process of its own."""
     import ctranslate2
-    import numpy as np
     import sentencepiece
 
     assert "tensorflow" not in sys.modules
@@ -58,24 +67,62 @@ def ct2_times(model_dir, sentences, repeats, threads):
     results = {}
     for name, beams, batch in CASES:
 
-        def run(batch=batch, beams=beams):
+        def run(batch=batch, beams=beams, tokens=GENERATED):
             pieces = source.encode(sentences[:batch], out_type=str)
             out = translator.translate_batch(
-                pieces, beam_size=beams, max_decoding_length=GENERATED, max_batch_size=batch
+                pieces, beam_size=beams, max_decoding_length=tokens, max_batch_size=batch
             )
             return [target.decode(r.hypotheses[0]) for r in out], [
                 len(r.hypotheses[0]) for r in out
             ]
 
         lengths = set(run()[1])
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
-        results[f"{name} {batch}"] = float(np.median(times)) * 1000
+        results[f"{name} {batch}"] = _median_ms(run, repeats)
         results[f"{name} {batch} pieces"] = sorted(lengths)
+        if batch == 1:
+            one = functools.partial(run, tokens=1)
+            one()
+            results[f"{name} 1 one token"] = _times_ms(one, ONE_TOKEN_REPEATS * repeats)
     return results
+
+
+def one_token_times(path, sentences, repeats, threads):
+    """`{"beam4": ms, "greedy": ms}`: each search's signature of the export
+    at `path` (one that generates one token) on the first sentence, every
+    time, with `threads` as `session_times` takes them."""
+    import numpy as np
+    import tensorflow as tf
+    from decode_latency import SIGNATURES
+
+    from keras_transformer.export import SessionModel
+
+    config = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=threads[0], inter_op_parallelism_threads=threads[1]
+    )
+    served = SessionModel(path, config=config)
+    text = np.array([sentences[0].encode()], dtype=object)
+    results = {}
+    for name, signature in SIGNATURES:
+        run = functools.partial(served.run, signature, {"text": text})
+        run()
+        results[name] = _times_ms(run, ONE_TOKEN_REPEATS * repeats)
+    served.close()
+    return results
+
+
+def _times_ms(run, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def _median_ms(run, repeats):
+    import numpy as np
+
+    return float(np.median(_times_ms(run, repeats)))
 
 
 def export_all(data_dir, base):
@@ -99,6 +146,16 @@ def export_all(data_dir, base):
             **common,
             **decode_latency.JIT_OPTIONS,
         ),  # fmt: skip
+        # The same weights, generating one token: a request's cost besides
+        # its further steps.
+        "xla one token": export_version(
+            model,
+            source,
+            target,
+            os.path.join(base, "xla_one_token"),
+            **{**common, "max_length": 1},
+            **decode_latency.JIT_OPTIONS,
+        ),
     }
     for quantization in ("float32", "int8"):
         paths[f"ct2 {quantization}"] = export_ctranslate2(
@@ -128,11 +185,17 @@ def main():
                 threads, [1, 32],
             )  # fmt: skip
             print(engine, {k: round(v, 1) for k, v in ms[engine].items()}, flush=True)
+        one = in_fresh_process(
+            "decode_peers", "one_token_times", paths["xla one token"], sentences, args.repeats,
+            threads,
+        )  # fmt: skip
+        for name in ("beam4", "greedy"):
+            ms["xla"][f"{name} 1 one token"] = one[name]
         for engine in ("ct2 float32", "ct2 int8"):
             ms[engine] = in_fresh_process(
                 "decode_peers", "ct2_times", paths[engine], sentences, args.repeats, args.threads
             )
-            print(engine, ms[engine], flush=True)
+            print(engine, {k: v for k, v in ms[engine].items() if "one token" not in k}, flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(f"\nthreads: {args.threads}; {GENERATED} tokens generated per sentence")
@@ -144,6 +207,20 @@ def main():
         plain, xla, f32, int8 = (ms[e][key] for e in ("plain", "xla", "ct2 float32", "ct2 int8"))
         print(f"| {name}, batch {batch} | {plain:.1f} | {xla:.1f} | {f32:.1f} | {int8:.1f} "
               f"| {plain / xla:.2f}x | {xla / f32:.2f} | {xla / int8:.2f} |")  # fmt: skip
+    print(f"\nBatch 1 split: a request generating one token (median / minimum of "
+          f"{ONE_TOKEN_REPEATS * args.repeats}), and each further token (medians)")  # fmt: skip
+    print("| batch 1 | XLA, one token (ms) | CT2 float32, one token (ms) "
+          "| XLA, each further token (ms) | CT2 float32, each further token (ms) |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- |")
+    for name in ("beam4", "greedy"):
+        cells = []
+        for engine in ("xla", "ct2 float32"):
+            one = ms[engine][f"{name} 1 one token"]
+            cells.append(f"{statistics.median(one):.2f} / {min(one):.2f}")
+        for engine in ("xla", "ct2 float32"):
+            one = statistics.median(ms[engine][f"{name} 1 one token"])
+            cells.append(f"{(ms[engine][f'{name} 1'] - one) / (GENERATED - 1):.3f}")
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
