@@ -95,6 +95,19 @@ class _Projection(keras.layers.EinsumDense):
         return x
 
 
+def _softmax_over_keys(logits):
+    """Softmax over the last (key) axis.
+
+    Over a single key it is exactly 1, masked or not. Keras' softmax warns
+    when that axis has static size 1 ("likely not what you intended"),
+    which for attention over a one-token sequence (a one-piece sentence, a
+    first decoding step) is wrong: the ones are returned directly.
+    """
+    if logits.shape[-1] == 1:
+        return ops.ones_like(logits)
+    return ops.softmax(logits, axis=-1)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MultiHeadAttention(keras.layers.Layer):
     """Scaled dot-product attention over several heads (Vaswani et al., 2017).
@@ -336,7 +349,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if mask is not None:
             mask = ops.expand_dims(mask, 1)  # [batch, 1, query_length, key_length]
             logits = ops.where(mask, logits, _LARGE_NEGATIVE)
-        scores = ops.softmax(logits, axis=-1)
+        scores = _softmax_over_keys(logits)
         if mask is not None and (return_attention_scores or self.dropout > 0.0):
             # keras.layers.MultiHeadAttention zeroes masked weights on this
             # path only, so a fully masked query attends to nothing here.

@@ -1,3 +1,5 @@
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -298,3 +300,30 @@ def test_cache_needs_equal_key_and_value_dims():
     layer = MultiHeadAttention(2, 4, value_dim=6)
     with pytest.raises(ValueError, match="value_dim"):
         layer.init_cache(1, 4)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("scores", [False, True])
+def test_one_key_attends_fully_without_a_warning(rng, masked, scores):
+    # A one-piece sentence, or a first decoding step run as a full pass:
+    # a softmax over one key is 1, and Keras' warning that a softmax over
+    # an axis of size 1 is "likely not what you intended" does not apply.
+    ours, _ = _pair(rng)
+    query = rng.normal(size=(BATCH, TQ, DIM)).astype("float32")
+    value = rng.normal(size=(BATCH, 1, DIM)).astype("float32")
+    vmask = np.array([[True], [False], [True]]) if masked else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = ours(query, value, value_mask=vmask, return_attention_scores=scores)
+    assert not [w for w in caught if "softmax" in str(w.message)]
+    out, weights = result if scores else (result, None)
+    mask = np.ones((BATCH, TQ, 1), bool) if vmask is None else np.repeat(vmask[:, None], TQ, 1)
+    # Without scores or dropout a fully masked row attends uniformly (here,
+    # to its one key), as keras.layers.MultiHeadAttention does; with scores
+    # it attends to nothing, as the reference.
+    attended = mask if scores else np.ones_like(mask)
+    expected = reference.mha(query, value, reference.mha_weights(ours), attended)
+    np.testing.assert_allclose(out, expected, atol=1e-4)
+    if scores:
+        expected_weights = np.broadcast_to(mask[:, None].astype("float32"), (BATCH, HEADS, TQ, 1))
+        np.testing.assert_allclose(weights, expected_weights, atol=1e-6)
