@@ -154,15 +154,21 @@ def time_signatures(served, sentences, repeats):
     }
 
 
-def session_times(path, sentences, repeats, threads, batches):
-    """`{"beam4 BATCH": ms, "greedy BATCH": ms}` of the export at `path`,
-    its session with `threads` = `[intra, inter]` (0: TensorFlow's choice)."""
+def open_session(path, threads):
+    """The export at `path` in a `SessionModel` with `threads` = `[intra,
+    inter]` (0: TensorFlow's choice)."""
     from keras_transformer.export import SessionModel
 
     config = tf.compat.v1.ConfigProto(
         intra_op_parallelism_threads=threads[0], inter_op_parallelism_threads=threads[1]
     )
-    served = SessionModel(path, config=config)
+    return SessionModel(path, config=config)
+
+
+def session_times(path, sentences, repeats, threads, batches):
+    """`{"beam4 BATCH": ms, "greedy BATCH": ms}` of the export at `path`,
+    its session opened by `open_session`."""
+    served = open_session(path, threads)
     results = {}
     for batch in batches:
         for name, ms in time_signatures(served, sentences[:batch], repeats).items():

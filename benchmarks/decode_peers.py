@@ -91,15 +91,9 @@ def one_token_times(path, sentences, repeats, threads):
     at `path` (one that generates one token) on the first sentence, every
     time, with `threads` as `session_times` takes them."""
     import numpy as np
-    import tensorflow as tf
-    from decode_latency import SIGNATURES
+    from decode_latency import SIGNATURES, open_session
 
-    from keras_transformer.export import SessionModel
-
-    config = tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=threads[0], inter_op_parallelism_threads=threads[1]
-    )
-    served = SessionModel(path, config=config)
+    served = open_session(path, threads)
     text = np.array([sentences[0].encode()], dtype=object)
     results = {}
     for name, signature in SIGNATURES:
