@@ -9,7 +9,11 @@ kernel of its own. The step here computes the same function from the same
 weights, in the shapes XLA runs fast:
 
 - the self-attention query, key and value projections are one product
-  against their kernels concatenated once per request;
+  against their kernels concatenated, in the encoder and in the step; the
+  concatenations are made once per request, or once for all when given
+  (`concatenate_weights`, as the compiled export holds them);
+- the encoder's attention is two batched products over the fused
+  projection's heads, with no per-head projections;
 - every kernel is a two-dimensional matrix, so every product is a real
   matrix product;
 - the caches are `[rows, heads, length, head_dim]`, written in place at the
@@ -59,11 +63,21 @@ def _rows(context):
     return tf.reshape(context, [-1, context.shape[1] * context.shape[3]])
 
 
+def _build(model):
+    if not model.built:
+        model.build(((None, None), (None, None)))
+
+
 class LeanStep:
     """The step function of `Transformer.decode_step`, lean for XLA.
 
     Args:
         model: a built `keras_transformer.models.Transformer`.
+        concatenated: `concatenate_weights(model)`, or variables holding
+            it, to use instead of concatenating the kernels in every
+            request. They are a copy: take it again after the model's
+            weights change. None (the default) concatenates in each
+            program, reading the model's current weights.
 
     Example:
 
@@ -80,27 +94,65 @@ class LeanStep:
     (2, 100)
     """
 
-    def __init__(self, model):
-        if not model.built:
-            model.build(((None, None), (None, None)))
+    def __init__(self, model, concatenated=None):
+        _build(model)
         self.model = model
         self.heads = model.num_heads
         self.head_dim = model.d_model // model.num_heads
         self.dtype = model.compute_dtype
+        self.concatenated = concatenated
+
+    @staticmethod
+    def concatenate_weights(model):
+        """The kernels and biases that the lean step uses concatenated.
+
+        Returns:
+            A dict of tensors: `"encoder_query_key_value"` and
+            `"decoder_query_key_value"`, a `{"kernel": [d_model, 3 *
+            d_model], "bias": [3 * d_model]}` per block: the
+            self-attention query, key and value projections side by side.
+        """
+        _build(model)
+        d = model.d_model
+
+        def fused(parts):
+            return {
+                "kernel": tf.concat([_matrix(p.kernel, d) for p in parts], axis=1),
+                "bias": tf.concat([tf.reshape(p.bias, [-1]) for p in parts], axis=0),
+            }
+
+        def query_key_value(attention):
+            return fused((attention._query_dense, attention._key_dense, attention._value_dense))
+
+        return {
+            "encoder_query_key_value": [
+                query_key_value(block.self_attention) for block in model.encoder.blocks
+            ],
+            "decoder_query_key_value": [
+                query_key_value(block.self_attention) for block in model.decoder.blocks
+            ],
+        }
+
+    def _concatenated(self):
+        """`concatenate_weights`'s tensors, given or made now, in the
+        model's compute dtype."""
+        weights = self.concatenated
+        if weights is None:
+            weights = self.concatenate_weights(self.model)
+        return tf.nest.map_structure(lambda t: tf.cast(t, self.dtype), weights)
 
     def _weights(self):
-        """Each block's attention weights as matrices, the self-attention
-        query, key and value fused; read from the variables on every call
-        (so they follow the model's weights)."""
+        """Each decoder block's attention weights as matrices, the
+        self-attention query, key and value fused."""
         d = self.model.d_model
         blocks = []
-        for block in self.model.decoder.blocks:
+        fused = self._concatenated()["decoder_query_key_value"]
+        for block, own_fused in zip(self.model.decoder.blocks, fused):
             own, cross = block.self_attention, block.cross_attention
-            parts = (own._query_dense, own._key_dense, own._value_dense)
             blocks.append(
                 {
-                    "qkv_kernel": tf.concat([_matrix(p.kernel, d) for p in parts], axis=1),
-                    "qkv_bias": tf.concat([tf.reshape(p.bias, [-1]) for p in parts], axis=0),
+                    "qkv_kernel": own_fused["kernel"],
+                    "qkv_bias": own_fused["bias"],
                     "output_kernel": _matrix(own._output_dense.kernel, d),
                     "output_bias": own._output_dense.bias,
                     "cross_query_kernel": _matrix(cross._query_dense.kernel, d),
@@ -124,16 +176,19 @@ class LeanStep:
         them shorter and grow them (`grow_state`).
         """
         model = self.model
-        encoded = model.encode(source_ids, training=False)
         batch = tf.shape(source_ids)[0]
-        rows = tf.reshape(encoded, [-1, model.d_model])
+        query_key_value = self._concatenated()["encoder_query_key_value"]
+        rows = self._encode(source_ids, query_key_value)
+        # A product per block and projection: taken as column slices of
+        # one product of every block's kernels, the cross-attention
+        # caches made beam search at batch 1 about 10% slower a token.
         cross = []
         for block in model.decoder.blocks:
-            attention = block.cross_attention
             pair = []
-            for dense in (attention._key_dense, attention._value_dense):
-                projected = tf.matmul(rows, _matrix(dense.kernel, model.d_model))
-                projected = projected + tf.reshape(dense.bias, [-1])
+            for dense in (block.cross_attention._key_dense, block.cross_attention._value_dense):
+                kernel = tf.cast(_matrix(dense.kernel, model.d_model), self.dtype)
+                bias = tf.cast(tf.reshape(dense.bias, [-1]), self.dtype)
+                projected = tf.matmul(rows, kernel) + bias
                 projected = tf.reshape(projected, [batch, -1, self.heads, self.head_dim])
                 pair.append(tf.transpose(projected, [0, 2, 1, 3]))
             cross.append(tuple(pair))
@@ -144,6 +199,36 @@ class LeanStep:
         zeros = tf.zeros([batch, self.heads, max_length, self.head_dim], self.dtype)
         state = {"self_attention_cache": tuple((zeros, zeros) for _ in model.decoder.blocks)}
         return constant, state
+
+    def _encode(self, source_ids, query_key_value):
+        """`Transformer.encode` of `source_ids [batch, length]`, lean: the
+        rows `[batch * length, d_model]`, equal to the model's on real
+        tokens (padding rows, which no query reads, may differ)."""
+        model = self.model
+        d = model.d_model
+        norm_first = model.norm_first
+        batch = tf.shape(source_ids)[0]
+        scale = 1.0 / math.sqrt(self.head_dim)
+        mask = tf.not_equal(source_ids, 0)[:, None, None, :]  # [batch, 1, 1, length]
+        rows = tf.reshape(model.source_embedding(source_ids), [-1, d])
+        for block, fused in zip(model.encoder.blocks, query_key_value):
+            attention = block.self_attention
+            h = block.self_attention_norm(rows) if norm_first else rows
+            qkv = tf.matmul(h, fused["kernel"]) + fused["bias"]
+            # [batch * length, 3 * d] -> [3, batch, heads, length, head_dim]
+            qkv = tf.reshape(qkv, [batch, -1, 3, self.heads, self.head_dim])
+            q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))
+            context = _attend(q * scale, k, v, mask)
+            context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, d])
+            kernel = tf.cast(_matrix(attention._output_dense.kernel, d), self.dtype)
+            y = tf.matmul(context, kernel) + tf.cast(attention._output_dense.bias, self.dtype)
+            rows = rows + y if norm_first else block.self_attention_norm(rows + y)
+            h = block.feed_forward_norm(rows) if norm_first else rows
+            y = block.feed_forward(h, training=False)
+            rows = rows + y if norm_first else block.feed_forward_norm(rows + y)
+        if model.encoder.final_norm is not None:
+            rows = model.encoder.final_norm(rows)
+        return rows
 
     @staticmethod
     def grow_state(state, length):

@@ -56,7 +56,10 @@ class Translator(tf.Module):
             to the smallest batch size that holds it, and token sequences
             padded to the smallest of `lengths` that holds them; outputs are
             cut back. XLA compiles one program per shape, so the programs
-            are few and known (`compiled_shapes`).
+            are few and known (`compiled_shapes`). The lean step's
+            concatenated kernels (`LeanStep.concatenate_weights`) are
+            taken once, here, and held as variables: build the translator
+            after the model's last change of weights.
         batch_sizes: the batch sizes of the compiled programs (as TF
             Serving's `allowed_batch_sizes`; default `(1, 8, 32)`).
         lengths: the token lengths of the compiled programs (default
@@ -108,6 +111,13 @@ class Translator(tf.Module):
         lengths = lengths or [n for n in DEFAULT_LENGTHS if n < longest]
         self.lengths = _sizes("lengths", [n for n in lengths if n < longest] + [longest])
         self._compiled = {}
+        if self.jit_compile:
+            # Made once, not in every request's program; exported with the
+            # translator.
+            self.lean_weights = tf.nest.map_structure(
+                lambda t: tf.Variable(t, trainable=False),
+                LeanStep.concatenate_weights(model),
+            )
 
     def encode_text(self, text):
         """`[batch]` strings -> padded source ids `[batch, length]`."""
@@ -217,7 +227,7 @@ class Translator(tf.Module):
             grow_state=_common.grow_caches, grow_lengths=lengths,
         )  # fmt: skip
         if lean:
-            lean_step = LeanStep(self.model)
+            lean_step = LeanStep(self.model, self.lean_weights)
             constant, state = lean_step.initial_state(context, first)
             # The beams share the encoder's keys and values, untiled.
             step = lean_step.step_fn(constant, beam_size)

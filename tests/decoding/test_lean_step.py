@@ -29,11 +29,14 @@ def _model(overrides, seed=0):
     return model
 
 
+@pytest.mark.parametrize("concatenated", ["per program", "given"])
 @pytest.mark.parametrize("beams", [1, 3])
 @pytest.mark.parametrize("overrides", ARCHITECTURES.values(), ids=ARCHITECTURES)
-def test_every_step_gives_the_logits_of_decode_step(overrides, beams):
+def test_every_step_gives_the_logits_of_decode_step(overrides, beams, concatenated):
     # With beams, the lean step reads each source row's encoder output once
     # for all its beams; the model's step reads it tiled, one copy a beam.
+    # The lean encoder (fused projections, batched attention) must give the
+    # model's encoder output on real tokens, a padded source included.
     model = _model(overrides)
     rng = np.random.default_rng(1)
     context = rng.integers(1, VOCAB, size=(3, 7)).astype("int32")
@@ -41,7 +44,10 @@ def test_every_step_gives_the_logits_of_decode_step(overrides, beams):
     tokens = rng.integers(1, VOCAB, size=(3 * beams, STEPS)).astype("int32")
     tokens[2, 3] = 0  # a padding token as input attends to nothing, in both
 
-    lean = LeanStep(model)
+    given = None
+    if concatenated == "given":
+        given = tf.nest.map_structure(tf.Variable, LeanStep.concatenate_weights(model))
+    lean = LeanStep(model, given)
 
     @tf.function(jit_compile=True)
     def lean_logits(context, tokens):
@@ -93,6 +99,66 @@ def test_the_compiled_searches_equal_the_plain_ones(overrides, tokens):
         again, _ = compiled._search(context, 1, sample=True, seed=5)
         np.testing.assert_array_equal(first, again)
         assert first.shape == (rows, 1, tokens)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_the_step_runs_under_mixed_precision(norm_first):
+    # The compiled export of a model trained with --mixed-precision: every
+    # kernel is cast to the compute dtype (the cross-attention projections
+    # once were not, and the program failed to build).
+    import keras
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model = _model({"norm_first": norm_first})
+    lean = LeanStep(model, tf.nest.map_structure(tf.Variable, LeanStep.concatenate_weights(model)))
+    context = tf.constant([[5, 6, 7, 8, 0]], tf.int32)
+
+    @tf.function(jit_compile=True)
+    def first(context):
+        constant, state = lean.initial_state(context, 4)
+        return lean.step_fn(constant)(tf.fill([1], START_ID), 0, state)[0]
+
+    want, _ = model.decode_step(tf.constant([START_ID]), 0, model.init_decoding_state(context, 4))
+    got = first(context)
+    assert got.dtype == tf.float32
+    np.testing.assert_allclose(got, np.asarray(want, np.float32), atol=5e-2)
+
+
+def test_given_concatenations_are_what_the_step_reads():
+    # Zeroing the given kernels must change the logits: the step reads
+    # them, not the model's own kernels.
+    model = _model({})
+    given = tf.nest.map_structure(tf.Variable, LeanStep.concatenate_weights(model))
+    lean = LeanStep(model, given)
+    context = tf.constant([[5, 6, 7, 8]], tf.int32)
+
+    @tf.function(jit_compile=True)
+    def first(context):
+        constant, state = lean.initial_state(context, 4)
+        return lean.step_fn(constant)(tf.fill([1], START_ID), 0, state)[0]
+
+    before = first(context).numpy()
+    for name in ("encoder_query_key_value", "decoder_query_key_value"):
+        given[name][0]["kernel"].assign(tf.zeros_like(given[name][0]["kernel"]))
+        after = first(context).numpy()
+        assert np.abs(after - before).max() > 1e-3, name
+        before = after
+
+
+def test_the_compiled_translator_holds_the_concatenations():
+    model = _model({"norm_first": True})
+    want = LeanStep.concatenate_weights(model)
+    translator = Translator(model, None, None, jit_compile=True)
+    got = translator.lean_weights
+    assert len(got["encoder_query_key_value"]) == len(model.encoder.blocks)
+    assert got["decoder_query_key_value"][1]["kernel"].shape == (32, 3 * 32)
+    for w, g in zip(tf.nest.flatten(want), tf.nest.flatten(got)):
+        assert isinstance(g, tf.Variable) and not g.trainable
+        np.testing.assert_array_equal(g, w)
+    # Tracked by the module, so exported with it.
+    tracked = {id(v) for v in translator.variables}
+    assert all(id(g) in tracked for g in tf.nest.flatten(got))
+    assert not hasattr(Translator(model, None, None), "lean_weights")
 
 
 def test_compiled_sampling_of_the_top_token_is_greedy_search():
