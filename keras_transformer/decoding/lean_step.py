@@ -23,7 +23,7 @@ weights, in the shapes XLA runs fast:
   are the model's own layers.
 
 It needs XLA (the cache write is an XLA operation): use it inside a
-`tf.function(jit_compile=True)`, as `compiled_search` does. The searches of
+`tf.function(jit_compile=True)`, as `Translator(jit_compile=True)` does. The searches of
 `keras_transformer.decoding` run over it unchanged.
 """
 
