@@ -111,6 +111,11 @@ class Translator(tf.Module):
         lengths = lengths or [n for n in DEFAULT_LENGTHS if n < longest]
         self.lengths = _sizes("lengths", [n for n in lengths if n < longest] + [longest])
         self._compiled = {}
+        if tf.executing_eagerly() and model.built:
+            # One table for the dozens of functions the signatures trace (and
+            # the XLA programs take it as an argument), not a copy in each.
+            for embedding in (model.source_embedding, model.target_embedding):
+                embedding.hold_position_table()
         if self.jit_compile:
             # Made once, not in every request's program; exported with the
             # translator.

@@ -85,7 +85,7 @@ def _embeddings(stack_spec, embedding):
     if embedding.position_encoding == "learned":
         table = embedding.position_embedding.embeddings
     else:
-        table = embedding._encoding_table
+        table = embedding.encoding_table
     stack_spec.position_encodings.encodings = _array(table)
 
 

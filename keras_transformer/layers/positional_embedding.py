@@ -97,6 +97,39 @@ class PositionalEmbedding(keras.layers.Layer):
             self.position_embedding.build((None,))
         else:
             self._encoding_table = sinusoidal_position_encoding(self.max_length, self.d_model)
+        self._held_table = None
+
+    @property
+    def encoding_table(self):
+        """The sinusoidal table, a float32 NumPy array `[max_length,
+        d_model]`; None for learned positions or before the layer is built."""
+        return getattr(self, "_encoding_table", None)
+
+    def hold_position_table(self):
+        """Makes the sinusoidal table one backend tensor that every later
+        call reads.
+
+        Otherwise each traced graph function (each `tf.function`, each
+        signature and search loop of a SavedModel) that reads positions from
+        a position known only when it runs embeds its own copy of the table,
+        2 MB at the default `max_length` and `d_model` 256. After this call,
+        TensorFlow functions capture the one tensor, and a SavedModel stores
+        it once. Call it outside any traced function, once the layer is
+        built; the exports of `keras_transformer.export` do. Learned
+        positions are variables already: nothing to do.
+
+        Example:
+
+        >>> layer = PositionalEmbedding(vocab_size=100, d_model=16)
+        >>> layer.build()
+        >>> layer.hold_position_table()
+        >>> tuple(layer(np.array([[5, 6]]), start_index=3).shape)
+        (1, 2, 16)
+        """
+        if not self.built:
+            raise ValueError(f"Layer '{self.name}' must be built before its table is held.")
+        if self.position_encoding != "learned":
+            self._held_table = ops.convert_to_tensor(self._encoding_table)
 
     @property
     def embeddings(self):
@@ -116,6 +149,13 @@ class PositionalEmbedding(keras.layers.Layer):
             )
         if self.position_encoding == "learned":
             table = ops.convert_to_tensor(self.position_embedding.embeddings)
+        elif static_end is not None:
+            # The rows needed, no more: a traced function holds [length,
+            # d_model] of the table, not all of it.
+            rows = self._encoding_table[start_index:static_end]
+            return ops.cast(ops.convert_to_tensor(rows), self.compute_dtype)
+        elif self._held_table is not None:
+            table = self._held_table
         else:
             table = ops.convert_to_tensor(self._encoding_table)
         # A slice, not a gather: TensorFlow's slice fails for positions past

@@ -32,6 +32,30 @@ def test_versions_are_numbered_and_never_overwritten(trained_model, export_base)
     shutil.rmtree(path)
 
 
+def test_the_position_tables_are_stored_once(trained_model, export_base):
+    # Dozens of traced functions read positions known only at run time;
+    # each once embedded its own copy of the sinusoidal table.
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    model, _, _ = trained_model
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_base, "1", "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    graph = saved.meta_graphs[0].graph_def
+    table = [model.max_length, model.d_model]
+
+    def tables(nodes):
+        return sum(
+            n.op == "Const" and [d.size for d in n.attr["value"].tensor.tensor_shape.dim] == table
+            for n in nodes
+        )
+
+    assert len(graph.library.function) > 10
+    assert sum(tables(f.node_def) for f in graph.library.function) == 0
+    embeddings = {id(model.source_embedding), id(model.target_embedding)}
+    assert 1 <= tables(graph.node) <= len(embeddings)
+
+
 LOAD_AS_TF_SERVING = textwrap.dedent("""
     import json, sys
     import numpy as np

@@ -18,6 +18,65 @@ def test_sinusoidal_embedding_matches_formula(scale, start_index):
     np.testing.assert_allclose(out, table[ids] * factor + pe[None], atol=1e-5)
 
 
+@pytest.mark.parametrize("start_index", [0, 3, "tensor"])
+def test_a_held_table_gives_the_same_encodings(start_index):
+    layer = PositionalEmbedding(20, 8, max_length=16)
+    ids = np.array([[3, 4, 5, 0], [7, 1, 0, 0]])
+    start = keras.ops.convert_to_tensor(2) if start_index == "tensor" else start_index
+    before = np.array(layer(ids, start_index=start))
+    np.testing.assert_allclose(layer.encoding_table, reference.position_encoding(16, 8), atol=1e-6)
+    layer.hold_position_table()
+    np.testing.assert_array_equal(np.array(layer(ids, start_index=start)), before)
+
+
+def test_holding_needs_a_built_layer_and_ignores_learned_positions():
+    layer = PositionalEmbedding(20, 8, max_length=16)
+    with pytest.raises(ValueError, match="must be built"):
+        layer.hold_position_table()
+    learned = PositionalEmbedding(20, 8, max_length=10, position_encoding="learned")
+    learned.build()
+    learned.hold_position_table()
+    assert learned.encoding_table is None
+
+
+@pytest.mark.skipif(keras.config.backend() != "tensorflow", reason="TensorFlow graphs")
+def test_traced_functions_capture_a_held_table_instead_of_copying_it():
+    import tensorflow as tf
+
+    layer = PositionalEmbedding(20, 8, max_length=64)
+    layer.build()
+
+    def full_tables(start_index):
+        # Positions known only at run time: the graph reads the whole table.
+        fn = tf.function(lambda ids, start: layer(ids, start_index=start))
+        graph = fn.get_concrete_function(
+            tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32)
+        ).graph
+        return [
+            op
+            for op in graph.get_operations()
+            if op.type == "Const" and op.outputs[0].shape == (64, 8)
+        ]
+
+    assert len(full_tables(0)) == 1  # a copy in every function
+    layer.hold_position_table()
+    assert full_tables(0) == []  # captured: one tensor for all
+
+
+@pytest.mark.skipif(keras.config.backend() != "tensorflow", reason="TensorFlow graphs")
+def test_known_positions_trace_only_their_rows():
+    import tensorflow as tf
+
+    layer = PositionalEmbedding(20, 8, max_length=64)
+    graph = (
+        tf.function(lambda ids: layer(ids, start_index=3))
+        .get_concrete_function(tf.TensorSpec([2, 5], tf.int32))
+        .graph
+    )
+    shapes = [op.outputs[0].shape for op in graph.get_operations() if op.type == "Const"]
+    assert (5, 8) in shapes and (64, 8) not in shapes
+
+
 def test_learned_positions():
     layer = PositionalEmbedding(20, 8, max_length=10, position_encoding="learned")
     ids = np.array([[3, 4, 5]])
