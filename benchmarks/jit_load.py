@@ -6,7 +6,8 @@ its default shapes (or `--batch-sizes`, `--lengths`), then loads it in a
 fresh process as a server does: the session, then every warmup record,
 with XLA's compilation log on (`TF_CPP_VMODULE=device_compiler=1`). Prints
 the program count the export declares, the compilations XLA logged, their
-total time, and the load and warmup times.
+total time, the load and warmup times, and the peak memory of the loading
+process.
 
 With `--xla-cache`, it loads the version twice, each time in a fresh
 process as a restarted server would, with TensorFlow's persistent XLA
@@ -31,14 +32,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # The server's own loading: the session, then the warmup replay.
 _LOAD = """
-import sys
+import resource, sys
 from keras_transformer.serving import xla_cache
 if len(sys.argv) > 2:
     xla_cache.enable(sys.argv[2])
 from keras_transformer.serving.versions import Version
 v = Version(1, sys.argv[1], batching={})
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 print(f"RESULT {v.warmed_up} {v.load_seconds:.2f} {v.warmup_seconds:.2f} "
-      f"{v.xla_programs_compiled}", flush=True)
+      f"{v.xla_programs_compiled} {peak}", flush=True)
 v.model.close()
 """
 
@@ -81,14 +83,16 @@ def main():
             times = re.findall(r"Compilation of XLA executable time: .*?\((\d+) us\)",
                                result.stderr)  # fmt: skip
             seconds = sum(int(us) for us in times) / 1e6
-            _, requests, load_s, warmup_s, compiled = result.stdout.strip().splitlines()[-1].split()
+            fields = result.stdout.strip().splitlines()[-1].split()
+            _, requests, load_s, warmup_s, compiled, peak_mb = fields
             label = f"{load} load, " if load else ""
             # XLA logs a program read from the cache as a compilation too.
             print(f"{label}XLA compilations logged at warmup: {len(times)}; their time: "
                   f"{seconds:.1f} s" + (f"; compiled, not read from the cache: {compiled}"
                                         if cache else ""))  # fmt: skip
             print(f"{label}warmup requests: {requests}; session load: {load_s} s; "
-                  f"warmup replay (compiles included): {warmup_s} s")  # fmt: skip
+                  f"warmup replay (compiles included): {warmup_s} s; "
+                  f"peak memory of the process: {peak_mb} MB")  # fmt: skip
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
