@@ -6,8 +6,8 @@ its default shapes (or `--batch-sizes`, `--lengths`), then loads it in a
 fresh process as a server does: the session, then every warmup record,
 with XLA's compilation log on (`TF_CPP_VMODULE=device_compiler=1`). Prints
 the program count the export declares, the compilations XLA logged, their
-total time, the load and warmup times, and the peak memory of the loading
-process.
+total time, the load and warmup times, and the memory of the loading
+process (once loaded, and at its peak).
 
 With `--xla-cache`, it loads the version twice, each time in a fresh
 process as a restarted server would, with TensorFlow's persistent XLA
@@ -39,8 +39,10 @@ if len(sys.argv) > 2:
 from keras_transformer.serving.versions import Version
 v = Version(1, sys.argv[1], batching={})
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+with open("/proc/self/status") as f:
+    now = next(int(line.split()[1]) // 1024 for line in f if line.startswith("VmRSS:"))
 print(f"RESULT {v.warmed_up} {v.load_seconds:.2f} {v.warmup_seconds:.2f} "
-      f"{v.xla_programs_compiled} {peak}", flush=True)
+      f"{v.xla_programs_compiled} {peak} {now}", flush=True)
 v.model.close()
 """
 
@@ -84,7 +86,7 @@ def main():
                                result.stderr)  # fmt: skip
             seconds = sum(int(us) for us in times) / 1e6
             fields = result.stdout.strip().splitlines()[-1].split()
-            _, requests, load_s, warmup_s, compiled, peak_mb = fields
+            _, requests, load_s, warmup_s, compiled, peak_mb, loaded_mb = fields
             label = f"{load} load, " if load else ""
             # XLA logs a program read from the cache as a compilation too.
             print(f"{label}XLA compilations logged at warmup: {len(times)}; their time: "
@@ -92,7 +94,8 @@ def main():
                                         if cache else ""))  # fmt: skip
             print(f"{label}warmup requests: {requests}; session load: {load_s} s; "
                   f"warmup replay (compiles included): {warmup_s} s; "
-                  f"peak memory of the process: {peak_mb} MB")  # fmt: skip
+                  f"memory of the process: {loaded_mb} MB once loaded, {peak_mb} MB at its "
+                  "peak")  # fmt: skip
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
