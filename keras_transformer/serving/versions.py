@@ -95,6 +95,10 @@ class Version:
             inputs = request_inputs(request.inputs, self.model.signature(signature), limits)
             self.model.run(signature, inputs)
         self.warmup_seconds = time.monotonic() - start
+        # A compiled version's warmup frees hundreds of MB of XLA's and
+        # LLVM's working memory (about 440 MB of 2.5 GB for 24 programs of
+        # the `small` model), which glibc would otherwise keep.
+        _return_freed_memory()
         if requests:
             log.info("Warmed up version %s with %d requests in %.1f s", self.number,
                      len(requests), self.warmup_seconds)  # fmt: skip
@@ -182,7 +186,8 @@ def empty_outputs(signature_def):
 
 
 def _return_freed_memory():
-    """Gives memory freed by an unloaded version back to the system.
+    """Gives freed memory back to the system: after a version's warmup
+    (what compiling its XLA programs used) and after it is unloaded.
 
     A version's graph and session are freed by whichever threads made
     them (the watcher that loaded it, the servers that ran it), into

@@ -86,3 +86,27 @@ def test_a_manager_relabels_and_its_stop_ends_its_watcher(tmp_path):
 def test_a_manager_needs_its_base_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="base path"):
         ModelManager(os.path.join(str(tmp_path), "nope"), "m", poll_seconds=0)
+
+
+def test_a_version_gives_memory_back_once_warmed_up(serving_export, monkeypatch):
+    # Warmup is where a compiled version's programs compile: what XLA
+    # used goes back to the system then, not at some later unload.
+    from keras_transformer.serving import versions
+
+    events = []
+    run = versions.SessionModel.run
+
+    def counted_run(self, *args, **kwargs):
+        events.append("request")
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(versions.SessionModel, "run", counted_run)
+    monkeypatch.setattr(versions, "_return_freed_memory", lambda: events.append("returned"))
+    version = versions.Version(1, os.path.join(serving_export, "1"), batching={})
+    try:
+        assert version.warmed_up > 0
+        assert events.count("request") == version.warmed_up
+        assert events[-1] == "returned" and events.count("returned") == 1
+    finally:
+        version.retire()
+    assert events.count("returned") == 2  # and once more when unloaded
