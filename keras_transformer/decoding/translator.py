@@ -36,7 +36,9 @@ class Translator(tf.Module):
 
     Inputs longer than `max_input_length` tokens are truncated (keeping the
     end token); translations stop at `max_output_length` tokens. Empty
-    input gives empty output.
+    input gives empty output. The model's sinusoidal position tables are
+    made one tensor each (`PositionalEmbedding.hold_position_table`), so
+    that the functions the translator traces share them.
 
     Args:
         model: a trained `keras_transformer.models.Transformer`.
