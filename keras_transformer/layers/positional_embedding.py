@@ -115,8 +115,9 @@ class PositionalEmbedding(keras.layers.Layer):
         2 MB at the default `max_length` and `d_model` 256. After this call,
         TensorFlow functions capture the one tensor, and a SavedModel stores
         it once. Call it outside any traced function, once the layer is
-        built; the exports of `keras_transformer.export` do. Learned
-        positions are variables already: nothing to do.
+        built; the exports of `keras_transformer.export` do. Calling it
+        again keeps the tensor it made. Learned positions are variables
+        already: nothing to do.
 
         Example:
 
@@ -128,7 +129,7 @@ class PositionalEmbedding(keras.layers.Layer):
         """
         if not self.built:
             raise ValueError(f"Layer '{self.name}' must be built before its table is held.")
-        if self.position_encoding != "learned":
+        if self.position_encoding != "learned" and self._held_table is None:
             self._held_table = ops.convert_to_tensor(self._encoding_table)
 
     @property

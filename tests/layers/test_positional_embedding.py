@@ -27,6 +27,9 @@ def test_a_held_table_gives_the_same_encodings(start_index):
     np.testing.assert_allclose(layer.encoding_table, reference.position_encoding(16, 8), atol=1e-6)
     layer.hold_position_table()
     np.testing.assert_array_equal(np.array(layer(ids, start_index=start)), before)
+    held = layer._held_table
+    layer.hold_position_table()  # a second translator of the same model
+    assert layer._held_table is held
 
 
 def test_holding_needs_a_built_layer_and_ignores_learned_positions():
