@@ -114,9 +114,7 @@ def _times_ms(run, repeats):
 
 
 def _median_ms(run, repeats):
-    import numpy as np
-
-    return float(np.median(_times_ms(run, repeats)))
+    return statistics.median(_times_ms(run, repeats))
 
 
 def export_all(data_dir, base):

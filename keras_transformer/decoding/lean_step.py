@@ -27,6 +27,7 @@ It needs XLA (the cache write is an XLA operation): use it inside a
 `keras_transformer.decoding` run over it unchanged.
 """
 
+import functools
 import math
 
 import keras
@@ -66,6 +67,28 @@ def _rows(context):
 def _build(model):
     if not model.built:
         model.build(((None, None), (None, None)))
+
+
+def _residual(x, y, norm, norm_first):
+    """The blocks' residual connection: `x + y` pre-norm, `norm(x + y)` post-norm."""
+    return x + y if norm_first else norm(x + y)
+
+
+def _query_key_value(stack, d_model):
+    """Each block's self-attention query, key and value kernels and biases
+    side by side: `[{"kernel": [d_model, 3 * d_model], "bias": [3 *
+    d_model]}]`, block by block of `stack` (the model's encoder or decoder)."""
+    fused = []
+    for block in stack.blocks:
+        attention = block.self_attention
+        parts = (attention._query_dense, attention._key_dense, attention._value_dense)
+        fused.append(
+            {
+                "kernel": tf.concat([_matrix(p.kernel, d_model) for p in parts], axis=1),
+                "bias": tf.concat([tf.reshape(p.bias, [-1]) for p in parts], axis=0),
+            }
+        )
+    return fused
 
 
 class LeanStep:
@@ -113,32 +136,18 @@ class LeanStep:
             self-attention query, key and value projections side by side.
         """
         _build(model)
-        d = model.d_model
-
-        def fused(parts):
-            return {
-                "kernel": tf.concat([_matrix(p.kernel, d) for p in parts], axis=1),
-                "bias": tf.concat([tf.reshape(p.bias, [-1]) for p in parts], axis=0),
-            }
-
-        def query_key_value(attention):
-            return fused((attention._query_dense, attention._key_dense, attention._value_dense))
-
         return {
-            "encoder_query_key_value": [
-                query_key_value(block.self_attention) for block in model.encoder.blocks
-            ],
-            "decoder_query_key_value": [
-                query_key_value(block.self_attention) for block in model.decoder.blocks
-            ],
+            "encoder_query_key_value": _query_key_value(model.encoder, model.d_model),
+            "decoder_query_key_value": _query_key_value(model.decoder, model.d_model),
         }
 
-    def _concatenated(self):
-        """`concatenate_weights`'s tensors, given or made now, in the
-        model's compute dtype."""
-        weights = self.concatenated
-        if weights is None:
-            weights = self.concatenate_weights(self.model)
+    def _concatenated(self, stack):
+        """`concatenate_weights`'s kernels of `stack` (`"encoder"` or
+        `"decoder"`), given or made now, in the model's compute dtype."""
+        if self.concatenated is None:
+            weights = _query_key_value(getattr(self.model, stack), self.model.d_model)
+        else:
+            weights = self.concatenated[f"{stack}_query_key_value"]
         return tf.nest.map_structure(lambda t: tf.cast(t, self.dtype), weights)
 
     def _weights(self):
@@ -146,7 +155,7 @@ class LeanStep:
         self-attention query, key and value fused."""
         d = self.model.d_model
         blocks = []
-        fused = self._concatenated()["decoder_query_key_value"]
+        fused = self._concatenated("decoder")
         for block, own_fused in zip(self.model.decoder.blocks, fused):
             own, cross = block.self_attention, block.cross_attention
             blocks.append(
@@ -177,8 +186,7 @@ class LeanStep:
         """
         model = self.model
         batch = tf.shape(source_ids)[0]
-        query_key_value = self._concatenated()["encoder_query_key_value"]
-        rows = self._encode(source_ids, query_key_value)
+        rows = self._encode(source_ids, self._concatenated("encoder"))
         # A product per block and projection: taken as column slices of
         # one product of every block's kernels, the cross-attention
         # caches made beam search at batch 1 about 10% slower a token.
@@ -222,10 +230,10 @@ class LeanStep:
             context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, d])
             kernel = tf.cast(_matrix(attention._output_dense.kernel, d), self.dtype)
             y = tf.matmul(context, kernel) + tf.cast(attention._output_dense.bias, self.dtype)
-            rows = rows + y if norm_first else block.self_attention_norm(rows + y)
+            rows = _residual(rows, y, block.self_attention_norm, norm_first)
             h = block.feed_forward_norm(rows) if norm_first else rows
             y = block.feed_forward(h, training=False)
-            rows = rows + y if norm_first else block.feed_forward_norm(rows + y)
+            rows = _residual(rows, y, block.feed_forward_norm, norm_first)
         if model.encoder.final_norm is not None:
             rows = model.encoder.final_norm(rows)
         return rows
@@ -253,8 +261,7 @@ class LeanStep:
         scale = 1.0 / math.sqrt(self.head_dim)
         weights = self._weights()
 
-        def residual(x, y, norm):
-            return x + y if norm_first else norm(x + y)
+        residual = functools.partial(_residual, norm_first=norm_first)
 
         def step(ids, index, state):
             x = model.target_embedding(ids[:, None], start_index=index)[:, 0]  # [rows, d]

@@ -154,8 +154,6 @@ class SessionModel:
 
 
 def _as_array(key, value):
-    if isinstance(value, np.ndarray):
-        return value
     try:
         return np.asarray(value)
     except ValueError as error:  # ragged nested lists
