@@ -52,7 +52,8 @@ def main():
     from keras_transformer.decoding import Translator, _common
 
     model = random_small_model()
-    translator = Translator(model, None, None, max_output_length=STEPS)
+    # As the export compiles it: the fused kernels held as variables.
+    translator = Translator(model, None, None, max_output_length=STEPS, jit_compile=True)
     search = tf.function(
         lambda c: translator._search_ids(c, args.beams, lean=True), jit_compile=True,
         autograph=False,
