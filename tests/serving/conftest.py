@@ -27,3 +27,19 @@ def copy_base(base, folder):
     copy = os.path.join(str(folder), os.path.basename(base))
     shutil.copytree(base, copy)
     return copy
+
+
+def string_signature(*inputs, outputs=()):
+    """A `SignatureDef` whose `inputs` are `[batch]` strings, as every
+    signature of an export takes them, and whose `outputs` are strings."""
+    from tensorflow.core.framework import types_pb2
+    from tensorflow.core.protobuf import meta_graph_pb2
+
+    signature = meta_graph_pb2.SignatureDef()
+    for name in inputs:
+        info = signature.inputs[name]
+        info.dtype = types_pb2.DT_STRING
+        info.tensor_shape.dim.add(size=-1)
+    for name in outputs:
+        signature.outputs[name].dtype = types_pb2.DT_STRING
+    return signature

@@ -5,26 +5,12 @@ is served, and managers stopped once no longer served."""
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.core.framework import tensor_shape_pb2, types_pb2
-from tensorflow.core.protobuf import meta_graph_pb2
 
 from keras_transformer.export.session_model import SignatureNotFound
 from keras_transformer.serving.batching import DeadlineExceeded, RequestCancelled
 from keras_transformer.serving.core import Models, ServingError
 from keras_transformer.serving.metrics import UNKNOWN
-
-
-def _signature(*inputs, outputs=("translation", "score")):
-    signature = meta_graph_pb2.SignatureDef()
-    for name in inputs:
-        info = signature.inputs[name]
-        info.dtype = types_pb2.DT_STRING
-        info.tensor_shape.CopyFrom(
-            tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=-1)])
-        )
-    for name in outputs:
-        signature.outputs[name].dtype = types_pb2.DT_STRING
-    return signature
+from tests.serving.conftest import string_signature
 
 
 class _Session:
@@ -32,8 +18,8 @@ class _Session:
 
     def __init__(self):
         self.signatures = {
-            "serving_default": _signature("text"),
-            "score": _signature("text", "translation", outputs=("score",)),
+            "serving_default": string_signature("text", outputs=("translation", "score")),
+            "score": string_signature("text", "translation", outputs=("score",)),
         }
 
     def signature(self, name):

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
-from tensorflow.core.protobuf import meta_graph_pb2
 
 from keras_transformer.serving.limits import (
     RequestLimits,
@@ -12,6 +11,7 @@ from keras_transformer.serving.limits import (
     string_input,
     string_list_input,
 )
+from tests.serving.conftest import string_signature
 
 LIMITS = RequestLimits(max_rows=4, max_string_bytes=5, max_request_bytes=12)
 
@@ -22,15 +22,6 @@ def _tensor(dims, values=(), dtype=types_pb2.DT_STRING, unknown_rank=False):
         unknown_rank=unknown_rank,
     )
     return tensor_pb2.TensorProto(dtype=dtype, tensor_shape=shape, string_val=list(values))
-
-
-def _signature(*names):
-    signature = meta_graph_pb2.SignatureDef()
-    for name in names:
-        info = signature.inputs[name]
-        info.dtype = types_pb2.DT_STRING
-        info.tensor_shape.dim.add(size=-1)
-    return signature
 
 
 @pytest.mark.parametrize(
@@ -78,7 +69,7 @@ def test_string_list_input_refuses(values, match):
 
 
 def test_request_inputs_match_the_signature_by_name_and_rows():
-    signature = _signature("text", "translation")
+    signature = string_signature("text", "translation")
     arrays = request_inputs({"text": [b"a", b"b"], "translation": [b"c", b"d"]}, signature, LIMITS)
     np.testing.assert_array_equal(arrays["translation"], np.array([b"c", b"d"], object))
     with pytest.raises(RequestRejected, match="missing \\['translation'\\], unknown \\['x'\\]"):
