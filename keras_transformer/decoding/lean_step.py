@@ -150,27 +150,26 @@ class LeanStep:
             weights = self.concatenated[f"{stack}_query_key_value"]
         return tf.nest.map_structure(lambda t: tf.cast(t, self.dtype), weights)
 
+    def _dense(self, dense):
+        """`(kernel [d_model, -1], bias [-1])` of an attention projection,
+        as a matrix and a vector in the compute dtype."""
+        kernel = tf.cast(_matrix(dense.kernel, self.model.d_model), self.dtype)
+        return kernel, tf.cast(tf.reshape(dense.bias, [-1]), self.dtype)
+
     def _weights(self):
         """Each decoder block's attention weights as matrices, the
         self-attention query, key and value fused."""
-        d = self.model.d_model
         blocks = []
         fused = self._concatenated("decoder")
         for block, own_fused in zip(self.model.decoder.blocks, fused):
             own, cross = block.self_attention, block.cross_attention
-            blocks.append(
-                {
-                    "qkv_kernel": own_fused["kernel"],
-                    "qkv_bias": own_fused["bias"],
-                    "output_kernel": _matrix(own._output_dense.kernel, d),
-                    "output_bias": own._output_dense.bias,
-                    "cross_query_kernel": _matrix(cross._query_dense.kernel, d),
-                    "cross_query_bias": tf.reshape(cross._query_dense.bias, [-1]),
-                    "cross_output_kernel": _matrix(cross._output_dense.kernel, d),
-                    "cross_output_bias": cross._output_dense.bias,
-                }
-            )
-        return [tf.nest.map_structure(lambda t: tf.cast(t, self.dtype), b) for b in blocks]
+            weights = {"qkv_kernel": own_fused["kernel"], "qkv_bias": own_fused["bias"]}
+            for name, dense in (("output", own._output_dense),
+                                ("cross_query", cross._query_dense),
+                                ("cross_output", cross._output_dense)):  # fmt: skip
+                weights[f"{name}_kernel"], weights[f"{name}_bias"] = self._dense(dense)
+            blocks.append(weights)
+        return blocks
 
     def initial_state(self, source_ids, max_length):
         """Encodes the source; returns `(constant, state)`.
@@ -194,8 +193,7 @@ class LeanStep:
         for block in model.decoder.blocks:
             pair = []
             for dense in (block.cross_attention._key_dense, block.cross_attention._value_dense):
-                kernel = tf.cast(_matrix(dense.kernel, model.d_model), self.dtype)
-                bias = tf.cast(tf.reshape(dense.bias, [-1]), self.dtype)
+                kernel, bias = self._dense(dense)
                 projected = tf.matmul(rows, kernel) + bias
                 projected = tf.reshape(projected, [batch, -1, self.heads, self.head_dim])
                 pair.append(tf.transpose(projected, [0, 2, 1, 3]))
@@ -228,8 +226,8 @@ class LeanStep:
             q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))
             context = _attend(q * scale, k, v, mask)
             context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, d])
-            kernel = tf.cast(_matrix(attention._output_dense.kernel, d), self.dtype)
-            y = tf.matmul(context, kernel) + tf.cast(attention._output_dense.bias, self.dtype)
+            kernel, bias = self._dense(attention._output_dense)
+            y = tf.matmul(context, kernel) + bias
             rows = _residual(rows, y, block.self_attention_norm, norm_first)
             h = block.feed_forward_norm(rows) if norm_first else rows
             y = block.feed_forward(h, training=False)
