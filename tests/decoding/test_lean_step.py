@@ -101,6 +101,18 @@ def test_the_compiled_searches_equal_the_plain_ones(overrides, tokens):
         assert first.shape == (rows, 1, tokens)
 
 
+def _first_logits(lean):
+    """A compiled function: `context` -> the logits of `lean`'s first step
+    from the start token, over caches of 4 positions."""
+
+    @tf.function(jit_compile=True)
+    def first(context):
+        constant, state = lean.initial_state(context, 4)
+        return lean.step_fn(constant)(tf.fill([1], START_ID), 0, state)[0]
+
+    return first
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_the_step_runs_under_mixed_precision(norm_first):
     # The compiled export of a model trained with --mixed-precision: every
@@ -112,12 +124,7 @@ def test_the_step_runs_under_mixed_precision(norm_first):
     model = _model({"norm_first": norm_first})
     lean = LeanStep(model, tf.nest.map_structure(tf.Variable, LeanStep.concatenate_weights(model)))
     context = tf.constant([[5, 6, 7, 8, 0]], tf.int32)
-
-    @tf.function(jit_compile=True)
-    def first(context):
-        constant, state = lean.initial_state(context, 4)
-        return lean.step_fn(constant)(tf.fill([1], START_ID), 0, state)[0]
-
+    first = _first_logits(lean)
     want, _ = model.decode_step(tf.constant([START_ID]), 0, model.init_decoding_state(context, 4))
     got = first(context)
     assert got.dtype == tf.float32
@@ -131,12 +138,7 @@ def test_given_concatenations_are_what_the_step_reads():
     given = tf.nest.map_structure(tf.Variable, LeanStep.concatenate_weights(model))
     lean = LeanStep(model, given)
     context = tf.constant([[5, 6, 7, 8]], tf.int32)
-
-    @tf.function(jit_compile=True)
-    def first(context):
-        constant, state = lean.initial_state(context, 4)
-        return lean.step_fn(constant)(tf.fill([1], START_ID), 0, state)[0]
-
+    first = _first_logits(lean)
     before = first(context).numpy()
     for name in ("encoder_query_key_value", "decoder_query_key_value"):
         given[name][0]["kernel"].assign(tf.zeros_like(given[name][0]["kernel"]))
@@ -207,12 +209,7 @@ def test_start_token_is_where_the_search_starts():
     # LeanStep's first step reads position 0, as decode_step does.
     model = _model({})
     lean = LeanStep(model)
-
-    @tf.function(jit_compile=True)
-    def first(context):
-        constant, state = lean.initial_state(context, 4)
-        return lean.step_fn(constant)(tf.fill([1], START_ID), 0, state)[0]
-
+    first = _first_logits(lean)
     context = tf.constant([[5, 6, 7]], tf.int32)
     want, _ = model.decode_step(tf.constant([START_ID]), 0, model.init_decoding_state(context, 4))
     np.testing.assert_allclose(first(context), want, atol=1e-4)
