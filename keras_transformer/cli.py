@@ -244,8 +244,9 @@ def _export(args):
 
         info = read_export_info(path)
         print(
-            f"compiled with XLA: {info['programs']} programs (batch sizes "
-            f"{info['batch_sizes']}, lengths {info['lengths']}), all run by the warmup "
+            f"compiled with XLA: {info['programs']} programs (batches of "
+            f"{info['batch_sizes']} run as programs of {info['program_batch_sizes']} rows, "
+            f"two at once; lengths {info['lengths']}), all run by the warmup "
             f"records; TF Serving needs {info['tf_serving_flag']}",
             file=sys.stderr,
         )

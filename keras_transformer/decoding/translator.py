@@ -57,8 +57,11 @@ class Translator(tf.Module):
             `batch_sizes`, each chunk padded (with copies of its last row)
             to the smallest batch size that holds it, and token sequences
             padded to the smallest of `lengths` that holds them; outputs are
-            cut back. XLA compiles one program per shape, so the programs
-            are few and known (`compiled_shapes`). The lean step's
+            cut back. A chunk of two rows or more runs as two programs at
+            once, one per half, on TensorFlow's inter-op threads: a compiled
+            program runs most of its small kernels on one thread, and the
+            halves keep two cores busy. XLA compiles one program per shape,
+            so the programs are few and known (`compiled_shapes`). The lean step's
             concatenated kernels (`LeanStep.concatenate_weights`) are
             taken once, here, and held as variables: build the translator
             after the model's last change of weights.
@@ -135,10 +138,17 @@ class Translator(tf.Module):
         return ids.to_tensor(default_value=0)  # [batch, source_length]
 
     @property
+    def program_batch_sizes(self):
+        """The batch sizes the programs are compiled for: half of each of
+        `batch_sizes` (rounded up), since a chunk of two rows or more runs
+        as two programs at once, and 1 where `batch_sizes` has it."""
+        return sorted({(b + 1) // 2 if b > 1 else 1 for b in self.batch_sizes})
+
+    @property
     def compiled_shapes(self):
         """The input shapes `(batch, length)` of the compiled programs: each
         compiled search and the scoring pass run once per shape."""
-        return [(b, n) for b in self.batch_sizes for n in self.lengths]
+        return [(b, n) for b in self.program_batch_sizes for n in self.lengths]
 
     @property
     def compiled_searches(self):
@@ -165,9 +175,17 @@ class Translator(tf.Module):
             if seed is None:
                 seed = tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int32)
             seed = tf.cast(seed, tf.int32)
-            search = lambda rows: fn(rows, seed=seed)  # noqa: E731
+
+            def search(first, rows):
+                # Each program's seed is the request's and its first row's:
+                # rows of different programs draw apart, and repeat with the seed.
+                part_seed = tf.random.stateless_uniform(
+                    [], [seed, first], 0, 2**31 - 1, dtype=tf.int32
+                )
+                return fn(rows, seed=part_seed)
+
         else:
-            search = fn
+            search = lambda first, rows: fn(rows)  # noqa: E731
         context = self._pad_length(context, tf.shape(context)[1])
         beams = 1 if sample else beam_size
         return self._in_chunks(
@@ -186,13 +204,17 @@ class Translator(tf.Module):
         return tf.pad(ids, [[0, 0], [0, self._bucket(length) - tf.shape(ids)[1]]])
 
     def _in_chunks(self, fn, tensors, outputs):
-        """`fn` over the rows of `tensors` (each `[rows, ...]`), in chunks of
-        at most the largest compiled batch size, each padded to the smallest
-        compiled batch size that holds it; returns the outputs (`outputs`:
-        their inner shapes and dtypes) of the real rows, concatenated."""
+        """`fn(first_row, *tensors)` over the rows of `tensors` (each
+        `[rows, ...]`), in chunks of at most the largest compiled batch size.
+
+        A chunk of two rows or more runs as two calls at once, one per half
+        (rounded up); each call's rows are padded to the smallest program
+        batch size that holds them. Returns the outputs (`outputs`: their
+        inner shapes and dtypes) of the real rows, concatenated.
+        """
         rows = tf.shape(tensors[0])[0]
         largest = self.batch_sizes[-1]
-        sizes = tf.constant(self.batch_sizes)
+        sizes = tf.constant(self.program_batch_sizes)
         chunks = (rows + largest - 1) // largest
         # An empty first element: a request of no rows concatenates to empty
         # outputs, and runs nothing.
@@ -203,16 +225,28 @@ class Translator(tf.Module):
             for shape, dtype in outputs
         )
 
+        def part(first, count):
+            size = sizes[tf.searchsorted(sizes, [count])[0]]
+            # Padding rows copy the part's last row: they end when it does,
+            # and a search runs no step for them alone.
+            index = first + tf.minimum(tf.range(size), count - 1)
+            results = fn(first, *[tf.gather(t, index) for t in tensors])
+            results = results if isinstance(results, (tuple, list)) else (results,)
+            return tuple(r[:count] for r in results)
+
         def body(i, arrays):
             begin = i * largest
             real = tf.minimum(largest, rows - begin)
-            size = sizes[tf.searchsorted(sizes, [real])[0]]
-            # Padding rows copy the chunk's last row: they end when it does,
-            # and a search runs no step for them alone.
-            index = begin + tf.minimum(tf.range(size), real - 1)
-            results = fn(*[tf.gather(t, index) for t in tensors])
-            results = results if isinstance(results, (tuple, list)) else (results,)
-            return i + 1, tuple(a.write(i + 1, r[:real]) for a, r in zip(arrays, results))
+            half = (real + 1) // 2
+
+            def halves():
+                # Neither half waits for the other: the executor runs them on
+                # two inter-op threads.
+                first, second = part(begin, half), part(begin + half, real - half)
+                return tuple(tf.concat([a, b], axis=0) for a, b in zip(first, second))
+
+            results = tf.cond(real > 1, halves, lambda: part(begin, real))
+            return i + 1, tuple(a.write(i + 1, r) for a, r in zip(arrays, results))
 
         _, arrays = tf.while_loop(lambda i, _: i < chunks, body, (0, arrays))
         results = tuple(a.concat() for a in arrays)
@@ -390,8 +424,9 @@ class Translator(tf.Module):
         padded = [
             tf.pad(t, [[0, 0], [0, length - tf.shape(t)[1]]]) for t in (context, inputs, labels)
         ]
+        score = self._compiled["score"]
         (log_prob,) = self._in_chunks(
-            self._compiled["score"], [*padded, lengths], [([], tf.float32)]
+            lambda first, *rows: score(*rows), [*padded, lengths], [([], tf.float32)]
         )
         return {"log_prob": log_prob, "length": lengths}
 

@@ -77,14 +77,16 @@ def test_every_step_gives_the_logits_of_decode_step(overrides, beams, concatenat
 )
 def test_the_compiled_searches_equal_the_plain_ones(overrides, tokens):
     # Batch sizes (1, 2) and lengths (4, 10 or 20): 3 rows run as chunks of
-    # 2 and 1, 5 as 2, 2 and 1 (padded copies of the last row in none);
-    # sources of 3 and 8 tokens take both lengths; no rows run nothing.
+    # 2 and 1, 5 as 2, 2 and 1, each chunk of 2 as two programs of one row
+    # at once; sources of 3 and 8 tokens take both lengths; no rows run
+    # nothing.
     model = _model(overrides, seed=2)
     options = dict(max_output_length=tokens, beam_size=3)
     plain = Translator(model, None, None, **options)
     compiled = Translator(model, None, None, jit_compile=True, batch_sizes=(2, 1),
                           lengths=(4,), max_input_length=8, **options)  # fmt: skip
     assert compiled.lengths == [4, tokens] and compiled.batch_sizes == [1, 2]
+    assert compiled.program_batch_sizes == [1]
     rng = np.random.default_rng(0)
     for rows, source_length in ((1, 3), (3, 8), (5, 3), (0, 8)):
         context = tf.constant(rng.integers(4, VOCAB, size=(rows, source_length)), tf.int32)
@@ -174,6 +176,42 @@ def test_compiled_sampling_of_the_top_token_is_greedy_search():
     np.testing.assert_allclose(got_scores, want_scores, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "batch_sizes, programs, rows",
+    [((2,), [1], 4), ((1, 4), [1, 2], 7), ((3,), [2], 5)],
+    ids=["chunks of 2 as two programs of 1", "halves of 4 and one row", "odd halves"],
+)
+def test_chunks_run_as_two_programs_with_the_results_of_one(batch_sizes, programs, rows):
+    # Each row's search is its own: splitting a chunk in two programs, and
+    # padding each half, changes no row's tokens and no score beyond 1e-4.
+    model = _model({}, seed=4)
+    options = dict(max_output_length=8, beam_size=2)
+    plain = Translator(model, None, None, **options)
+    compiled = Translator(model, None, None, jit_compile=True, batch_sizes=batch_sizes,
+                          lengths=(8,), **options)  # fmt: skip
+    assert compiled.program_batch_sizes == programs
+    context = tf.constant(np.random.default_rng(4).integers(4, VOCAB, size=(rows, 5)), tf.int32)
+    for beams in (2, 1):
+        want, want_scores = plain._search(context, beams)
+        got, got_scores = compiled._search(context, beams)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_allclose(got_scores, want_scores, atol=1e-4)
+
+
+def test_compiled_sampling_draws_apart_in_every_program():
+    # Four copies of one source in four programs of one row (chunks of 2,
+    # split in halves): with one seed for all, the programs would draw
+    # alike; each draws with the request's seed and its first row.
+    model = _model({}, seed=5)
+    translator = Translator(model, None, None, jit_compile=True, batch_sizes=(2,),
+                            max_output_length=8)  # fmt: skip
+    context = tf.constant(np.tile([[7, 9, 11, 2]], [4, 1]), tf.int32)
+    first, _ = translator._search(context, 1, sample=True, seed=5)
+    again, _ = translator._search(context, 1, sample=True, seed=5)
+    np.testing.assert_array_equal(first, again)
+    assert len({tuple(row) for row in first.numpy()[:, 0]}) == 4
+
+
 def test_the_shapes_are_validated_and_listed():
     model = _model({})
     with pytest.raises(ValueError, match="batch_sizes"):
@@ -181,6 +219,8 @@ def test_the_shapes_are_validated_and_listed():
     translator = Translator(model, None, None, jit_compile=True, max_input_length=40,
                             max_output_length=20)  # fmt: skip
     assert translator.lengths == [16, 24, 32, 40]
+    # Chunks of 8 and 32 rows run as two programs of 4 and 16 at once.
+    assert translator.program_batch_sizes == [1, 4, 16]
     assert translator.compiled_shapes[0] == (1, 16) and len(translator.compiled_shapes) == 12
     assert len(translator.compiled_searches) == 4
     # One beam is greedy search: the two signatures share one program.
