@@ -457,8 +457,8 @@ def build_parser():
     p.add_argument(
         "--batch-sizes",
         type=_int_list,
-        help="with --jit-compile: the compiled batch sizes, as TF Serving's "
-        "allowed_batch_sizes (default: 1,8,32)",
+        help="with --jit-compile: the batch sizes requests are padded to, as TF Serving's "
+        "allowed_batch_sizes (default: 1,8,32); a batch runs as two programs of half its size",
     )
     p.add_argument(
         "--lengths",

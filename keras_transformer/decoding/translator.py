@@ -54,19 +54,21 @@ class Translator(tf.Module):
         jit_compile: run the id-level work (encoder, search loops, the
             scoring pass) compiled with XLA, over `LeanStep`. Inputs are then
             run in fixed shapes: rows in chunks of at most the largest of
-            `batch_sizes`, each chunk padded (with copies of its last row)
-            to the smallest batch size that holds it, and token sequences
-            padded to the smallest of `lengths` that holds them; outputs are
-            cut back. A chunk of two rows or more runs as two programs at
-            once, one per half, on TensorFlow's inter-op threads: a compiled
-            program runs most of its small kernels on one thread, and the
-            halves keep two cores busy. XLA compiles one program per shape,
-            so the programs are few and known (`compiled_shapes`). The lean step's
-            concatenated kernels (`LeanStep.concatenate_weights`) are
-            taken once, here, and held as variables: build the translator
-            after the model's last change of weights.
-        batch_sizes: the batch sizes of the compiled programs (as TF
-            Serving's `allowed_batch_sizes`; default `(1, 8, 32)`).
+            `batch_sizes`, and token sequences padded to the smallest of
+            `lengths` that holds them. A chunk of two rows or more runs as
+            two programs at once, one per half, on TensorFlow's inter-op
+            threads (a compiled program runs most of its small kernels on
+            one thread; the halves keep two cores busy); each program's rows
+            are padded, with copies of the last, to the smallest of
+            `program_batch_sizes` that holds them. Outputs are cut back.
+            XLA compiles one program per shape, so the programs are few and
+            known (`compiled_shapes`). The lean step's concatenated kernels
+            (`LeanStep.concatenate_weights`) are taken once, here, and held
+            as variables: build the translator after the model's last
+            change of weights.
+        batch_sizes: the batch sizes requests are cut and padded to (as TF
+            Serving's `allowed_batch_sizes`; default `(1, 8, 32)`); the
+            programs are compiled for half of each (`program_batch_sizes`).
         lengths: the token lengths of the compiled programs (default
             `(16, 24, 32, 48, 64, 96, ...)` up to the longest input or
             translation); the longest is always included.

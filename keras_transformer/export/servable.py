@@ -93,8 +93,10 @@ def export_translator(
             compiled shape too), which TF Serving and `keras-transformer
             serve` replay before the version serves its first request.
         jit_compile: compile the id-level work with XLA (see above).
-        batch_sizes: with `jit_compile`, the compiled batch sizes (default
-            `(1, 8, 32)`); as TF Serving's `allowed_batch_sizes`.
+        batch_sizes: with `jit_compile`, the batch sizes requests are cut
+            and padded to (default `(1, 8, 32)`), as TF Serving's
+            `allowed_batch_sizes`; a batch of two rows or more runs as two
+            programs at once, compiled for half its size.
         lengths: with `jit_compile`, the compiled token lengths (default
             16, 24, 32, 48, 64, ... up to the longest input or translation).
 
