@@ -14,8 +14,11 @@ weights, the end token disabled so that every request generates exactly
   several times); SentencePiece tokenization and detokenization are timed
   with it, as ours are inside the signatures.
 
-Beam 4 and greedy, batches of 1 and 32; median of `--repeats` runs, each
-engine in a fresh process of its own. A second table splits batch 1 into
+Beam 4 and greedy, batches of 1 and 32; median of `--repeats` runs. Each
+engine runs in a process of its own, all loaded at once, and they take
+turns: `TURN` timed requests each (after an untimed one), the order
+rotating, so that a slow minute of the machine falls on every engine
+rather than on the one that ran then. A second table splits batch 1 into
 what a request generating one token costs (tokenization, encoder, the
 first step) and what each further token adds, for the XLA export (an
 export of the same weights generating one token) and CTranslate2 float32
@@ -30,9 +33,11 @@ threads: TensorFlow's intra-op pool and CTranslate2's `intra_threads`
 
 import argparse
 import functools
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,15 +47,20 @@ from multi30k_data import add_data_argument
 HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATED = 32
 CASES = (("beam4", 4, 1), ("greedy", 1, 1), ("beam4", 4, 32), ("greedy", 1, 32))
+BEAMS = {"beam4": 4, "greedy": 1}
 # One-token requests are short and their times spread widely (CTranslate2's
 # fell at about 1.1 and at about 4 ms, run to run): more of them, and their
 # minimum printed beside the median.
 ONE_TOKEN_REPEATS = 3
+# Timed requests an engine runs in one turn, after one untimed request
+# that lets the engine before it go idle (CTranslate2's OpenMP threads
+# spin for a while after their work).
+TURN = 3
 
 
-def ct2_times(model_dir, sentences, repeats, threads):
-    """Median ms of CTranslate2 on `sentences`, per case. Imports no
-    TensorFlow: run it in a process of its own."""
+def _ct2_request(model_dir, threads):
+    """`request(name, sentences, tokens)` translating with CTranslate2 at
+    `model_dir`, SentencePiece included. Imports no TensorFlow."""
     import ctranslate2
     import sentencepiece
 
@@ -64,44 +74,99 @@ def ct2_times(model_dir, sentences, repeats, threads):
     translator = ctranslate2.Translator(
         model_dir, device="cpu", inter_threads=1, intra_threads=threads
     )
-    results = {}
-    for name, beams, batch in CASES:
 
-        def run(batch=batch, beams=beams, tokens=GENERATED):
-            pieces = source.encode(sentences[:batch], out_type=str)
-            out = translator.translate_batch(
-                pieces, beam_size=beams, max_decoding_length=tokens, max_batch_size=batch
-            )
-            return [target.decode(r.hypotheses[0]) for r in out], [
-                len(r.hypotheses[0]) for r in out
-            ]
+    def request(name, sentences, tokens):
+        pieces = source.encode(sentences, out_type=str)
+        out = translator.translate_batch(
+            pieces, beam_size=BEAMS[name], max_decoding_length=tokens,
+            max_batch_size=len(sentences),
+        )  # fmt: skip
+        assert {len(r.hypotheses[0]) for r in out} == {tokens}, "the end token came early"
+        return [target.decode(r.hypotheses[0]) for r in out]
 
-        lengths = set(run()[1])
-        results[f"{name} {batch}"] = _median_ms(run, repeats)
-        results[f"{name} {batch} pieces"] = sorted(lengths)
-        if batch == 1:
-            one = functools.partial(run, tokens=1)
-            one()
-            results[f"{name} 1 one token"] = _times_ms(one, ONE_TOKEN_REPEATS * repeats)
-    return results
+    return request
 
 
-def one_token_times(path, sentences, repeats, threads):
-    """`{"beam4": ms, "greedy": ms}`: each search's signature of the export
-    at `path` (one that generates one token) on the first sentence, every
-    time, with `threads` as `session_times` takes them."""
+def _savedmodel_request(path, threads):
+    """`request(name, sentences, tokens)` running the export at `path` in
+    TensorFlow's session (its own length: `tokens` is the export's)."""
     import numpy as np
     from decode_latency import SIGNATURES, open_session
 
-    served = open_session(path, threads)
-    text = np.array([sentences[0].encode()], dtype=object)
-    results = {}
-    for name, signature in SIGNATURES:
-        run = functools.partial(served.run, signature, {"text": text})
-        run()
-        results[name] = _times_ms(run, ONE_TOKEN_REPEATS * repeats)
-    served.close()
-    return results
+    served = open_session(path, [threads, 0])
+    signatures = dict(SIGNATURES)
+
+    def request(name, sentences, tokens):
+        text = np.array([s.encode() for s in sentences], dtype=object)
+        return served.run(signatures[name], {"text": text})
+
+    return request
+
+
+def serve_requests(engine, path, sentences, threads):
+    """A worker's loop: loads `engine` (a SavedModel or "ct2") from `path`,
+    prints READY, then for each stdin line "NAME BATCH TOKENS COUNT" runs
+    that request COUNT times on the first BATCH sentences and prints their
+    ms as "TIMES [...]". Runs until stdin closes."""
+    make = _ct2_request if engine == "ct2" else _savedmodel_request
+    request = make(path, threads)
+    print("READY", flush=True)
+    for line in sys.stdin:
+        name, batch, tokens, count = line.split()
+        run = functools.partial(request, name, sentences[: int(batch)], int(tokens))
+        print("TIMES " + json.dumps(_times_ms(run, int(count))), flush=True)
+
+
+_WORKER = """
+import json, sys
+sys.path[:0] = json.loads(sys.argv[1])
+import decode_peers
+decode_peers.serve_requests(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), int(sys.argv[5]))
+"""
+
+
+class Worker:
+    """An engine in a process of its own, loaded once, timing requests on
+    demand: engines take turns, so that a slow minute of the machine falls
+    on all of them, not on whichever ran then."""
+
+    def __init__(self, engine, path, sentences, threads):
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _WORKER, json.dumps([HERE, os.path.dirname(HERE)]), engine,
+             path, json.dumps(sentences), str(threads)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        self._read("READY")
+
+    def _read(self, prefix):
+        for line in self.process.stdout:
+            if line.startswith(prefix):
+                return line[len(prefix) :].strip()
+        raise RuntimeError(f"a benchmark worker ended: exit code {self.process.wait()}")
+
+    def times(self, name, batch, tokens, count):
+        self.process.stdin.write(f"{name} {batch} {tokens} {count}\n")
+        self.process.stdin.flush()
+        return json.loads(self._read("TIMES "))
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def take_turns(workers, requests, repeats):
+    """`{(engine, request): [ms, ...]}`, `repeats` timed runs of each
+    request (`(name, batch, tokens)`) on each engine of `workers`, in
+    turns of `TURN` after an untimed one; the engines' order rotates from
+    turn to turn."""
+    engines = list(workers)
+    times = {(e, r): [] for e in engines for r in requests}
+    for turn in range(-(-repeats // TURN)):
+        order = engines[turn % len(engines) :] + engines[: turn % len(engines)]
+        for request in requests:
+            for engine in order:
+                times[engine, request] += workers[engine].times(*request, TURN + 1)[1:]
+    return {key: value[:repeats] for key, value in times.items()}
 
 
 def _times_ms(run, repeats):
@@ -111,10 +176,6 @@ def _times_ms(run, repeats):
         run()
         times.append((time.perf_counter() - start) * 1000)
     return times
-
-
-def _median_ms(run, repeats):
-    return statistics.median(_times_ms(run, repeats))
 
 
 def export_all(data_dir, base):
@@ -167,30 +228,36 @@ def main():
     from decode_latency import in_fresh_process
 
     base = tempfile.mkdtemp()
+    workers = {}
     try:
         paths, sentences = in_fresh_process("decode_peers", "export_all", args.data, base)
-        threads = [args.threads, 0]
-        ms = {}
-        for engine in ("plain", "xla"):
-            ms[engine] = in_fresh_process(
-                "decode_latency", "session_times", paths[engine], sentences, args.repeats,
-                threads, [1, 32],
-            )  # fmt: skip
+        for engine in ("plain", "xla", "ct2 float32", "ct2 int8"):
+            kind = "ct2" if engine.startswith("ct2") else "savedmodel"
+            workers[engine] = Worker(kind, paths[engine], sentences, args.threads)
+        requests = [(name, batch, GENERATED) for name, _, batch in CASES]
+        times = take_turns(workers, requests, args.repeats)
+        ms = {e: {f"{r[0]} {r[1]}": statistics.median(times[e, r]) for r in requests}
+              for e in workers}  # fmt: skip
+        for engine in workers:
             print(engine, {k: round(v, 1) for k, v in ms[engine].items()}, flush=True)
-        one = in_fresh_process(
-            "decode_peers", "one_token_times", paths["xla one token"], sentences, args.repeats,
-            threads,
-        )  # fmt: skip
-        for name in ("beam4", "greedy"):
-            ms["xla"][f"{name} 1 one token"] = one[name]
-        for engine in ("ct2 float32", "ct2 int8"):
-            ms[engine] = in_fresh_process(
-                "decode_peers", "ct2_times", paths[engine], sentences, args.repeats, args.threads
-            )
-            print(engine, {k: v for k, v in ms[engine].items() if "one token" not in k}, flush=True)
+        # The export of one token stands in for the XLA export's requests of one.
+        for worker in workers.values():
+            worker.close()
+        workers = {
+            "xla": Worker("savedmodel", paths["xla one token"], sentences, args.threads),
+            "ct2 float32": Worker("ct2", paths["ct2 float32"], sentences, args.threads),
+        }
+        requests = [(name, 1, 1) for name in BEAMS]
+        one = take_turns(workers, requests, ONE_TOKEN_REPEATS * args.repeats)
+        for engine in workers:
+            for name, batch, tokens in requests:
+                ms[engine][f"{name} 1 one token"] = one[engine, (name, batch, tokens)]
     finally:
+        for worker in workers.values():
+            worker.close()
         shutil.rmtree(base, ignore_errors=True)
-    print(f"\nthreads: {args.threads}; {GENERATED} tokens generated per sentence")
+    print(f"\nthreads: {args.threads}; {GENERATED} tokens generated per sentence; engines "
+          f"in turns of {TURN} requests")  # fmt: skip
     print("| case | plain (ms) | XLA (ms) | CT2 float32 (ms) | CT2 int8 (ms) "
           "| XLA vs plain | XLA vs CT2 float32 | XLA vs CT2 int8 |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
