@@ -142,9 +142,9 @@ class Translator(tf.Module):
     @property
     def program_batch_sizes(self):
         """The batch sizes the programs are compiled for: half of each of
-        `batch_sizes` (rounded up), since a chunk of two rows or more runs
-        as two programs at once, and 1 where `batch_sizes` has it."""
-        return sorted({(b + 1) // 2 if b > 1 else 1 for b in self.batch_sizes})
+        `batch_sizes`, rounded up (1 stays 1), since a chunk of two rows or
+        more runs as two programs at once."""
+        return sorted({(b + 1) // 2 for b in self.batch_sizes})
 
     @property
     def compiled_shapes(self):
