@@ -47,7 +47,7 @@ from multi30k_data import add_data_argument
 HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATED = 32
 CASES = (("beam4", 4, 1), ("greedy", 1, 1), ("beam4", 4, 32), ("greedy", 1, 32))
-BEAMS = {"beam4": 4, "greedy": 1}
+BEAMS = {name: beams for name, beams, _ in CASES}
 # One-token requests are short and their times spread widely (CTranslate2's
 # fell at about 1.1 and at about 4 ms, run to run): more of them, and their
 # minimum printed beside the median.
@@ -240,13 +240,11 @@ def main():
               for e in workers}  # fmt: skip
         for engine in workers:
             print(engine, {k: round(v, 1) for k, v in ms[engine].items()}, flush=True)
-        # The export of one token stands in for the XLA export's requests of one.
-        for worker in workers.values():
-            worker.close()
-        workers = {
-            "xla": Worker("savedmodel", paths["xla one token"], sentences, args.threads),
-            "ct2 float32": Worker("ct2", paths["ct2 float32"], sentences, args.threads),
-        }
+        # The export of one token stands in for the XLA export's requests of
+        # one; CTranslate2 float32 is asked for one token.
+        for engine in ("plain", "xla", "ct2 int8"):
+            workers.pop(engine).close()
+        workers["xla"] = Worker("savedmodel", paths["xla one token"], sentences, args.threads)
         requests = [(name, 1, 1) for name in BEAMS]
         one = take_turns(workers, requests, ONE_TOKEN_REPEATS * args.repeats)
         for engine in workers:
