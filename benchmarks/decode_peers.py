@@ -22,13 +22,20 @@ rather than on the one that ran then. A second table splits batch 1 into
 what a request generating one token costs (tokenization, encoder, the
 first step) and what each further token adds, for the XLA export (an
 export of the same weights generating one token) and CTranslate2 float32
-(`max_decoding_length=1`). `--threads N` runs everything on N
-threads: TensorFlow's intra-op pool and CTranslate2's `intra_threads`
-(default: the machine's CPUs, TensorFlow's own choice; CTranslate2 gets
-`inter_threads=1`).
+(`max_decoding_length=1`).
+
+`--threads 1,2` runs every engine on each thread count in turn (default:
+one thread and the machine's CPUs): TensorFlow's intra-op and inter-op
+pools and CTranslate2's `intra_threads` (CTranslate2 gets
+`inter_threads=1`). One
+thread is what each request gets when a server runs one request per
+core; the machine's CPUs, what one request alone can use. A last table
+puts each engine at its fastest thread count, case by case, since the
+engines do not all gain from the second thread (CTranslate2 int8 lost
+8x with it on a 2-vCPU machine: `benchmarks/RESULTS.md`).
 
     .venv/bin/pip install -e '.[benchmark]'
-    .venv/bin/python benchmarks/decode_peers.py [--repeats 5] [--data DIR] [--threads N]
+    .venv/bin/python benchmarks/decode_peers.py [--repeats 5] [--data DIR] [--threads 1,2]
 """
 
 import argparse
@@ -48,6 +55,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATED = 32
 CASES = (("beam4", 4, 1), ("greedy", 1, 1), ("beam4", 4, 32), ("greedy", 1, 32))
 BEAMS = {name: beams for name, beams, _ in CASES}
+ENGINES = ("plain", "xla", "ct2 float32", "ct2 int8")
 # One-token requests are short and their times spread widely (CTranslate2's
 # fell at about 1.1 and at about 4 ms, run to run): more of them, and their
 # minimum printed beside the median.
@@ -93,7 +101,9 @@ def _savedmodel_request(path, threads):
     import numpy as np
     from decode_latency import SIGNATURES, open_session
 
-    served = open_session(path, [threads, 0])
+    # As many inter-op threads as intra-op: at one, the compiled export's
+    # two programs of a batch run one after the other, on one core.
+    served = open_session(path, [threads, threads])
     signatures = dict(SIGNATURES)
 
     def request(name, sentences, tokens):
@@ -217,55 +227,61 @@ def export_all(data_dir, base):
     return paths, sentences
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    add_data_argument(parser)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    args = parser.parse_args()
-    sys.path.insert(0, HERE)
-    # Its children run each engine; this process loads TensorFlow, none of them does.
-    from decode_latency import in_fresh_process
+def _thread_counts(text):
+    """`--threads "1,2"` -> `[1, 2]`."""
+    try:
+        counts = sorted({int(part) for part in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of thread counts: {text!r}") from None
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"thread counts must be 1 or more: {text!r}")
+    return counts
 
-    base = tempfile.mkdtemp()
+
+def measure(paths, sentences, threads, repeats):
+    """`{engine: {request: ms}}` with every engine on `threads` threads:
+    the median of each case, and the one-token requests' times."""
     workers = {}
     try:
-        paths, sentences = in_fresh_process("decode_peers", "export_all", args.data, base)
         for engine in ("plain", "xla", "ct2 float32", "ct2 int8"):
             kind = "ct2" if engine.startswith("ct2") else "savedmodel"
-            workers[engine] = Worker(kind, paths[engine], sentences, args.threads)
+            workers[engine] = Worker(kind, paths[engine], sentences, threads)
         requests = [(name, batch, GENERATED) for name, _, batch in CASES]
-        times = take_turns(workers, requests, args.repeats)
+        times = take_turns(workers, requests, repeats)
         ms = {e: {f"{r[0]} {r[1]}": statistics.median(times[e, r]) for r in requests}
               for e in workers}  # fmt: skip
         for engine in workers:
-            print(engine, {k: round(v, 1) for k, v in ms[engine].items()}, flush=True)
+            print(threads, engine, {k: round(v, 1) for k, v in ms[engine].items()}, flush=True)
         # The export of one token stands in for the XLA export's requests of
         # one; CTranslate2 float32 is asked for one token.
         for engine in ("plain", "xla", "ct2 int8"):
             workers.pop(engine).close()
-        workers["xla"] = Worker("savedmodel", paths["xla one token"], sentences, args.threads)
+        workers["xla"] = Worker("savedmodel", paths["xla one token"], sentences, threads)
         requests = [(name, 1, 1) for name in BEAMS]
-        one = take_turns(workers, requests, ONE_TOKEN_REPEATS * args.repeats)
+        one = take_turns(workers, requests, ONE_TOKEN_REPEATS * repeats)
         for engine in workers:
             for name, batch, tokens in requests:
                 ms[engine][f"{name} 1 one token"] = one[engine, (name, batch, tokens)]
     finally:
         for worker in workers.values():
             worker.close()
-        shutil.rmtree(base, ignore_errors=True)
-    print(f"\nthreads: {args.threads}; {GENERATED} tokens generated per sentence; engines "
+    return ms
+
+
+def print_tables(ms, threads, repeats):
+    """The comparison and the batch-1 split of one thread count."""
+    print(f"\nthreads: {threads}; {GENERATED} tokens generated per sentence; engines "
           f"in turns of {TURN} requests")  # fmt: skip
     print("| case | plain (ms) | XLA (ms) | CT2 float32 (ms) | CT2 int8 (ms) "
           "| XLA vs plain | XLA vs CT2 float32 | XLA vs CT2 int8 |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, _, batch in CASES:
         key = f"{name} {batch}"
-        plain, xla, f32, int8 = (ms[e][key] for e in ("plain", "xla", "ct2 float32", "ct2 int8"))
+        plain, xla, f32, int8 = (ms[e][key] for e in ENGINES)
         print(f"| {name}, batch {batch} | {plain:.1f} | {xla:.1f} | {f32:.1f} | {int8:.1f} "
               f"| {plain / xla:.2f}x | {xla / f32:.2f} | {xla / int8:.2f} |")  # fmt: skip
     print(f"\nBatch 1 split: a request generating one token (median / minimum of "
-          f"{ONE_TOKEN_REPEATS * args.repeats}), and each further token (medians)")  # fmt: skip
+          f"{ONE_TOKEN_REPEATS * repeats}), and each further token (medians)")  # fmt: skip
     print("| batch 1 | XLA, one token (ms) | CT2 float32, one token (ms) "
           "| XLA, each further token (ms) | CT2 float32, each further token (ms) |")  # fmt: skip
     print("| --- | --- | --- | --- | --- |")
@@ -278,6 +294,48 @@ def main():
             one = statistics.median(ms[engine][f"{name} 1 one token"])
             cells.append(f"{(ms[engine][f'{name} 1'] - one) / (GENERATED - 1):.3f}")
         print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def print_best(by_threads):
+    """Each engine at the thread count where it was fastest, case by case:
+    how each would be deployed for the lowest latency."""
+    print("\nEach engine at its fastest thread count (ms, threads)")
+    print("| case | plain | XLA | CT2 float32 | CT2 int8 | XLA / CT2 float32 | XLA / CT2 int8 |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, _, batch in CASES:
+        key = f"{name} {batch}"
+        best = {e: min((ms[e][key], t) for t, ms in by_threads.items()) for e in ENGINES}
+        cells = [f"{best[e][0]:.1f} ({best[e][1]})" for e in ENGINES]
+        ratios = [f"{best['xla'][0] / best[e][0]:.2f}" for e in ("ct2 float32", "ct2 int8")]
+        print(f"| {name}, batch {batch} | " + " | ".join(cells + ratios) + " |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    add_data_argument(parser)
+    parser.add_argument(
+        "--threads",
+        type=_thread_counts,
+        default=sorted({1, os.cpu_count()}),
+        help="thread counts, comma-separated: every engine runs at each in turn "
+        "(default: 1 and the machine's CPUs)",
+    )
+    args = parser.parse_args()
+    sys.path.insert(0, HERE)
+    # Its children run each engine; this process loads TensorFlow, none of them does.
+    from decode_latency import in_fresh_process
+
+    base = tempfile.mkdtemp()
+    try:
+        paths, sentences = in_fresh_process("decode_peers", "export_all", args.data, base)
+        by_threads = {t: measure(paths, sentences, t, args.repeats) for t in args.threads}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    for threads, ms in by_threads.items():
+        print_tables(ms, threads, args.repeats)
+    if len(by_threads) > 1:
+        print_best(by_threads)
 
 
 if __name__ == "__main__":
