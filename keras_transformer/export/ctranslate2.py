@@ -17,6 +17,10 @@ length penalty, `length ** length_penalty` against GNMT's `((5 + length) /
 6) ** alpha` here; rescore its n-best with the `score` signature (or
 `Translator.score`) to rank them as ours does. Greedy search is the same.
 
+Threads: CTranslate2's float32 gains from every core of a small machine;
+give int8 `intra_threads=1` there (on a 2-vCPU machine it ran 8-9x slower
+with two threads than with one; `benchmarks/decode_peers.py` times both).
+
 Example (serve it from a process without TensorFlow: loaded, TensorFlow
 slows CTranslate2's float32 path several times):
 
