@@ -27,12 +27,12 @@ export of the same weights generating one token) and CTranslate2 float32
 `--threads 1,2` runs every engine on each thread count in turn (default:
 one thread and the machine's CPUs): TensorFlow's intra-op and inter-op
 pools and CTranslate2's `intra_threads` (CTranslate2 gets
-`inter_threads=1`). One
-thread is what each request gets when a server runs one request per
-core; the machine's CPUs, what one request alone can use. A last table
-puts each engine at its fastest thread count, case by case, since the
-engines do not all gain from the second thread (CTranslate2 int8 lost
-8x with it on a 2-vCPU machine: `benchmarks/RESULTS.md`).
+`inter_threads=1`). One thread is what each request gets when a server
+runs one request per core; the machine's CPUs, what one request alone
+can use. A last table puts each engine at its fastest thread count, case
+by case, since the engines do not all gain from the second thread
+(CTranslate2 int8 lost 8x with it on a 2-vCPU machine:
+`benchmarks/RESULTS.md`).
 
     .venv/bin/pip install -e '.[benchmark]'
     .venv/bin/python benchmarks/decode_peers.py [--repeats 5] [--data DIR] [--threads 1,2]
@@ -243,7 +243,7 @@ def measure(paths, sentences, threads, repeats):
     the median of each case, and the one-token requests' times."""
     workers = {}
     try:
-        for engine in ("plain", "xla", "ct2 float32", "ct2 int8"):
+        for engine in ENGINES:
             kind = "ct2" if engine.startswith("ct2") else "savedmodel"
             workers[engine] = Worker(kind, paths[engine], sentences, threads)
         requests = [(name, batch, GENERATED) for name, _, batch in CASES]
