@@ -323,7 +323,8 @@ def main():
     )
     args = parser.parse_args()
     sys.path.insert(0, HERE)
-    # Its children run each engine; this process loads TensorFlow, none of them does.
+    # This process loads TensorFlow (decode_latency imports it); each engine runs
+    # in a child, and the CTranslate2 ones never import it (`_ct2_request` checks).
     from decode_latency import in_fresh_process
 
     base = tempfile.mkdtemp()
