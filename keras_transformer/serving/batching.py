@@ -97,11 +97,14 @@ class Batcher:
         task = _Task(inputs, _Request(alive, time_left))
         task.request.check()
         self.queue.put(task)
-        # Waits in short steps, so that a client who leaves frees its server
-        # thread at once; the loop then drops the rest of its rows.
+        # Waits in short steps, and not past the deadline, so that a client
+        # who leaves frees its server thread at once; the loop then drops
+        # the rest of its rows.
         while True:
+            left = time_left()
+            wait = _POLL_SECONDS if left is None else min(_POLL_SECONDS, max(left, 0.0))
             try:
-                return task.done.result(timeout=_POLL_SECONDS)
+                return task.done.result(timeout=wait)
             except futures.TimeoutError:
                 try:
                     task.request.check()

@@ -36,6 +36,41 @@ class ServingError(Exception):
         self.code = code
 
 
+# How often a call waiting for a work slot asks whether its client is there.
+_SLOT_POLL_SECONDS = 0.05
+
+
+class WorkSlot:
+    """One of `semaphore`'s slots, waited for while the client is there
+    (`alive()`) and its deadline has not passed (`time_left()`, None
+    without one); a context manager.
+
+    Raises (on entering):
+        ServingError: `DEADLINE_EXCEEDED` once the deadline passed while
+            waiting for `what`, `CANCELLED` once the client left.
+    """
+
+    def __init__(self, semaphore, alive, time_left, what):
+        self.semaphore, self.alive, self.time_left, self.what = semaphore, alive, time_left, what
+
+    def __enter__(self):
+        while True:
+            left = self.time_left()
+            if left is not None and left <= 0:
+                raise ServingError(
+                    "DEADLINE_EXCEEDED",
+                    f"The request's deadline passed while it waited for {self.what}",
+                )
+            if not self.alive():
+                raise ServingError("CANCELLED", "The client cancelled the request")
+            wait = _SLOT_POLL_SECONDS if left is None else min(_SLOT_POLL_SECONDS, left)
+            if self.semaphore.acquire(timeout=wait):
+                return self
+
+    def __exit__(self, *exc):
+        self.semaphore.release()
+
+
 class Models:
     """The served models by name, each a `ModelManager`.
 
@@ -140,6 +175,9 @@ class Models:
             raise ServingError(
                 "INVALID_ARGUMENT", f"Unknown output_filter names: {sorted(unknown)}"
             )
+        left = time_left()
+        if left is not None and left <= 0:  # answered, and counted, before any work
+            raise ServingError("DEADLINE_EXCEEDED", "The request's deadline passed before its work")
         try:
             arrays = request_inputs(inputs, signature_def, self.limits)
             outputs = servable.run(signature, arrays, alive=alive, time_left=time_left)

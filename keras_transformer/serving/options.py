@@ -19,6 +19,16 @@ from keras_transformer._validation import (
 from keras_transformer._version_folders import parse_version_folder
 
 VERSION_POLICIES = ("latest", "all")
+# gRPC server arguments set unless --grpc-channel-arguments says otherwise.
+# gRPC's core cancels arriving calls, of every connection, at random once
+# 1000 calls wait for the server to take them, and all of them at 3000:
+# under a flood of expiring calls that queue fills for moments while the
+# server answers them, and well-behaved clients lost calls (CANCELLED). The
+# calls that wait are dropped by the core once their deadline passes.
+DEFAULT_GRPC_CHANNEL_ARGUMENTS = {
+    "grpc.server.max_pending_requests": 20000,
+    "grpc.server.max_pending_requests_hard_limit": 40000,
+}
 
 
 def _cpus():
@@ -73,6 +83,12 @@ class ServerOptions:
         grpc_max_threads: gRPC Predict calls run at once, as TF Serving's
             flag; more wait their turn. Status and metadata calls never
             wait for them. None is 4 per CPU.
+        grpc_channel_arguments: gRPC server arguments, as TF Serving's
+            flag: NAME=VALUE pairs separated by commas (integers where they
+            read as one), e.g. grpc.max_connection_age_ms=60000. They
+            override the server's own, which let 20000 calls wait for the
+            server (`grpc.server.max_pending_requests`; hard limit 40000)
+            where gRPC cancels arriving calls past 1000.
         rest_api_num_threads: REST requests worked on at once, as TF
             Serving's flag; more wait their turn. None is 4 per CPU.
         rest_api_timeout_in_ms: a REST request's time, as TF Serving's
@@ -110,6 +126,7 @@ class ServerOptions:
     tensorflow_intra_op_parallelism: int = dataclasses.field(default=0, metadata={"int32": True})
     tensorflow_inter_op_parallelism: int = dataclasses.field(default=0, metadata={"int32": True})
     grpc_max_threads: int | None = None
+    grpc_channel_arguments: str = ""
     rest_api_num_threads: int | None = None
     rest_api_timeout_in_ms: int = 30000
     xla_cache_dir: str | None = None
@@ -136,6 +153,15 @@ class ServerOptions:
         if isinstance(self.version_label, str):
             self.version_label = [self.version_label]
         parse_version_labels(self.version_label)
+        parse_channel_arguments(self.grpc_channel_arguments)
+
+    @property
+    def channel_arguments(self):
+        """`[(name, value)]` of the gRPC server: the defaults, then
+        `grpc_channel_arguments` over them."""
+        values = {**DEFAULT_GRPC_CHANNEL_ARGUMENTS,
+                  **parse_channel_arguments(self.grpc_channel_arguments)}  # fmt: skip
+        return sorted(values.items())
 
     @property
     def version_labels(self):
@@ -204,3 +230,28 @@ def parse_version_labels(pairs):
             raise ValueError(f"Version label {label!r} is given twice")
         labels[label] = int(version)
     return check_labels(labels)
+
+
+def parse_channel_arguments(text):
+    """TF Serving's `--grpc_channel_arguments`: `"a=1,b=x"` -> `{"a": 1, "b": "x"}`.
+
+    Example:
+
+    >>> parse_channel_arguments("grpc.max_connection_age_ms=60000,grpc.primary_user_agent=me")
+    {'grpc.max_connection_age_ms': 60000, 'grpc.primary_user_agent': 'me'}
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"grpc_channel_arguments is NAME=VALUE,... text. Received: {text!r}")
+    values = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = (part.strip() for part in pair.partition("="))
+        if not sep or not name or not value:
+            raise ValueError(
+                f"A gRPC channel argument is NAME=VALUE, e.g. grpc.max_connection_age_ms=60000. "
+                f"Received: {pair!r}"
+            )
+        try:
+            values[name] = int(value)
+        except ValueError:
+            values[name] = value
+    return values

@@ -42,7 +42,7 @@ import numpy as np
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 
-from keras_transformer.serving.core import ServingError
+from keras_transformer.serving.core import ServingError, WorkSlot
 
 log = logging.getLogger("keras_transformer.serve")
 _STATES = get_model_status_pb2.ModelVersionStatus.State
@@ -356,7 +356,7 @@ def make_handler(models, max_body_bytes):
                 return deadline - time.monotonic()
 
             try:
-                with _Slot(self.server.work, self._client_alive, time_left):
+                with WorkSlot(self.server.work, self._client_alive, time_left, "a REST thread"):
                     answer = self._predict(path, raw, time_left)
                 del raw
                 self._reply(200, answer)
@@ -384,28 +384,6 @@ def make_handler(models, max_body_bytes):
             return _outputs(outputs, rows)
 
     return Handler
-
-
-class _Slot:
-    """One of the REST server's work slots, waited for while the client
-    is there and its time lasts."""
-
-    def __init__(self, semaphore, alive, time_left):
-        self.semaphore, self.alive, self.time_left = semaphore, alive, time_left
-
-    def __enter__(self):
-        while not self.semaphore.acquire(timeout=0.05):
-            if self.time_left() <= 0:
-                raise ServingError(
-                    "DEADLINE_EXCEEDED",
-                    "The request waited for a REST thread past --rest-api-timeout-in-ms",
-                )
-            if not self.alive():
-                raise _ClientGone()
-        return self
-
-    def __exit__(self, *exc):
-        self.semaphore.release()
 
 
 _TOO_MANY_BODY = json.dumps({"error": "Too many REST connections, retry"}).encode()

@@ -30,10 +30,12 @@ semantics:
 - SIGTERM (and Ctrl-C) drain: no new requests, the ones in flight finish
   within a grace period, exit 0 a few seconds later at most, whatever is
   still running. A port in use is an error, not shared;
-- gRPC Predict calls run on `grpc_max_threads` threads and wait their turn
-  beyond; status and metadata calls are answered on the server's event
-  loop, never behind them. A request of no rows is answered with outputs
-  of no rows;
+- gRPC Predict calls run `grpc_max_threads` at once and wait their turn
+  beyond, up to their deadline; status and metadata calls never wait for
+  them. A call whose deadline passed is answered `DEADLINE_EXCEEDED`
+  before any work (and counted), so that clients flooding the server with
+  expiring or cancelled calls do not hold up others. A request of no rows
+  is answered with outputs of no rows;
 - a changed model config file is applied whole or not at all: one that
   names a missing base path or a bad label, or whose new model fails to
   start, leaves the models, labels, memory and threads as they were;
@@ -48,7 +50,6 @@ All settings are one `ServerOptions`. Models load through `SessionModel`,
 the session-based loader TF Serving uses.
 """
 
-import asyncio
 import dataclasses
 import logging
 import os
@@ -72,7 +73,7 @@ from tensorflow_serving.apis import (
 )
 
 from keras_transformer.serving import xla_cache
-from keras_transformer.serving.core import Models, ServingError
+from keras_transformer.serving.core import Models, ServingError, WorkSlot
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.model_config import ModelEntry, read_model_config
 from keras_transformer.serving.options import ServerOptions, check_labels, parse_version_labels
@@ -96,6 +97,9 @@ log = logging.getLogger("keras_transformer.serve")
 _UNKNOWN_ERROR = 2
 # How long past its drain period a stopping server waits for what is stuck.
 EXIT_GRACE_SECONDS = 5.0
+# gRPC calls worked on or waiting beside the Predict calls that run: status
+# and metadata calls, and Predict calls waiting their turn (or expiring).
+CALL_THREADS = 128
 
 
 def request_limits(options):
@@ -105,11 +109,6 @@ def request_limits(options):
         max_string_bytes=options.max_string_bytes,
         max_request_bytes=options.max_request_bytes,
     )
-
-
-async def _abort(context, error):
-    """Ends the call with the status of a `ServingError`."""
-    await context.abort(getattr(grpc.StatusCode, error.code), str(error))
 
 
 def _spec_version(spec):
@@ -123,40 +122,56 @@ def _spec_version(spec):
 
 
 class _DaemonPool(futures.Executor):
-    """A fixed pool of daemon threads: work still running when the server
-    stops does not hold the process (a `ThreadPoolExecutor`'s threads are
-    joined at exit)."""
+    """A pool of daemon threads, started as work needs them, up to
+    `max_threads`: work still running when the server stops does not hold
+    the process (a `ThreadPoolExecutor`'s threads are joined at exit)."""
 
-    def __init__(self, threads, name):
+    def __init__(self, max_threads, name):
+        self.max_threads = max_threads
+        self.name = name
         self.queue = queue.SimpleQueue()
-        for i in range(threads):
-            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True).start()
+        self.lock = threading.Lock()
+        self.threads = 0
+        # One release per thread that waits for work: a submit that takes
+        # one has a thread ready for it, else it starts one.
+        self.idle = threading.Semaphore(0)
 
     def submit(self, fn, /, *args, **kwargs):
         future = futures.Future()
         self.queue.put((future, fn, args, kwargs))
+        if not self.idle.acquire(blocking=False):
+            with self.lock:
+                if self.threads < self.max_threads:
+                    self.threads += 1
+                    threading.Thread(target=self._work, name=f"{self.name}-{self.threads}",
+                                     daemon=True).start()  # fmt: skip
         return future
 
     def _work(self):
         while True:
             future, fn, args, kwargs = self.queue.get()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(*args, **kwargs))
-            except BaseException as error:
-                future.set_exception(error)
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args, **kwargs))
+                except BaseException as error:
+                    future.set_exception(error)
+            del future, fn, args, kwargs  # a finished call's objects go now
+            self.idle.release()
+
+
+def _abort(context, error):
+    """Ends the call with the status of a `ServingError`."""
+    context.abort(getattr(grpc.StatusCode, error.code), str(error))
 
 
 class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
-    """`Predict` runs on the pool; `GetModelMetadata` on the event loop."""
+    """`Predict` waits for one of `slots`; `GetModelMetadata` never does."""
 
-    def __init__(self, models, pool):
+    def __init__(self, models, slots):
         self.models = models
-        self.pool = pool
+        self.slots = slots
 
-    async def Predict(self, request, context):
-        gone = threading.Event()
+    def Predict(self, request, context):
         remaining = context.time_remaining()
         deadline = None if remaining is None else time.monotonic() + remaining
 
@@ -164,18 +179,13 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
             return None if deadline is None else deadline - time.monotonic()
 
         try:
-            return await asyncio.get_running_loop().run_in_executor(
-                self.pool, self._predict, request, lambda: not gone.is_set(), time_left
-            )
+            with WorkSlot(self.slots, context.is_active, time_left, "a gRPC Predict thread"):
+                return self._predict(request, context.is_active, time_left)
         except ServingError as error:
-            await _abort(context, error)
+            _abort(context, error)
         except Exception:  # a fault of ours: this request fails, the server serves on
             log.exception("Predict failed")
-            await context.abort(
-                grpc.StatusCode.INTERNAL, "Internal error of the server; see its log"
-            )
-        finally:
-            gone.set()  # cancelled, expired or answered: its work stops
+            context.abort(grpc.StatusCode.INTERNAL, "Internal error of the server; see its log")
 
     def _predict(self, request, alive, time_left):
         spec = request.model_spec
@@ -191,9 +201,9 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
             response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
         return response
 
-    async def GetModelMetadata(self, request, context):
+    def GetModelMetadata(self, request, context):
         if list(request.metadata_field) != ["signature_def"]:
-            await context.abort(
+            context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 "Metadata field signature_def is the one supported; received "
                 f"{list(request.metadata_field)}",
@@ -202,7 +212,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         try:
             number, signatures = self.models.metadata(spec.name, *_spec_version(spec))
         except ServingError as error:
-            await _abort(context, error)
+            _abort(context, error)
         response = get_model_metadata_pb2.GetModelMetadataResponse()
         response.model_spec.name = spec.name
         response.model_spec.version.value = number
@@ -219,12 +229,12 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
     def __init__(self, models):
         self.models = models
 
-    async def GetModelStatus(self, request, context):
+    def GetModelStatus(self, request, context):
         spec = request.model_spec
         try:
             statuses = self.models.status(spec.name, *_spec_version(spec))
         except ServingError as error:
-            await _abort(context, error)
+            _abort(context, error)
         response = get_model_status_pb2.GetModelStatusResponse()
         for number, state, error in statuses:
             status = response.model_version_status.add()
@@ -238,66 +248,62 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
 
 
 class GrpcServer:
-    """TF Serving's gRPC services on an asyncio gRPC server, whose event
-    loop runs in a daemon thread of its own.
+    """TF Serving's gRPC services on grpcio's thread-per-call server.
+
+    gRPC's core queues the calls that arrive until the server takes them,
+    and cancels arriving calls, of every connection, at random once that
+    queue holds `grpc.server.max_pending_requests` (1000) and always at
+    `grpc.server.max_pending_requests_hard_limit` (3000). This server takes
+    calls on a thread that does nothing else, and a call whose deadline
+    passed is answered `DEADLINE_EXCEEDED` at once on a pool thread, so
+    that clients flooding it with expiring calls do not fill that queue.
+    (grpcio's asyncio server took each call through several turns of its
+    one event loop: such a flood filled the queue, and well-behaved
+    clients' calls were cancelled on arrival.)
 
     Args:
         models: the `core.Models` served.
         address: `HOST:PORT` to bind.
-        predict_threads: Predict calls run at once; more wait their turn.
+        predict_threads: Predict calls run at once; more wait their turn
+            (up to their deadline), on threads of their own: status and
+            metadata calls never wait for them.
         max_request_bytes: the largest request message accepted.
+        channel_arguments: more `(name, value)` gRPC server arguments.
 
     Raises:
         OSError: the address cannot be bound (e.g. the port is in use).
     """
 
-    def __init__(self, models, address, predict_threads, max_request_bytes):
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="grpc-loop", daemon=True).start()
-        self.pool = _DaemonPool(predict_threads, "grpc-predict")
+    def __init__(self, models, address, predict_threads, max_request_bytes,
+                 channel_arguments=()):  # fmt: skip
+        self.pool = _DaemonPool(predict_threads + CALL_THREADS, "grpc")
         options = [
             # A second server on a used port must fail, not share its traffic.
             ("grpc.so_reuseport", 0),
             ("grpc.max_receive_message_length", max_request_bytes),
             ("grpc.max_send_message_length", 256 * 1024 * 1024),
+            *channel_arguments,
         ]
-
-        async def build():
-            server = grpc.aio.server(options=options)
-            prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-                PredictionServicer(models, self.pool), server
-            )
-            model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(models), server)
-            try:
-                port = server.add_insecure_port(address)
-            except RuntimeError:
-                port = 0
-            if port:
-                await server.start()
-            return server, port
-
-        self.server, self.port = self._call(build())
+        self.server = grpc.server(self.pool, options=options)
+        slots = threading.BoundedSemaphore(predict_threads)
+        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+            PredictionServicer(models, slots), self.server
+        )
+        model_service_pb2_grpc.add_ModelServiceServicer_to_server(
+            ModelServicer(models), self.server
+        )
+        try:
+            self.port = self.server.add_insecure_port(address)
+        except RuntimeError:
+            self.port = 0
         if not self.port:
-            self.loop.call_soon_threadsafe(self.loop.stop)
             raise OSError(f"Could not bind {address}: the port is in use or not available")
-
-    def _call(self, coroutine):
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+        self.server.start()
 
     def stop(self, grace=None):
         """Refuses new calls, lets those in flight finish for up to `grace`
-        seconds, then cancels them; returns an event set once stopped (as
-        `grpc.Server.stop` does)."""
-        stopped = threading.Event()
-
-        async def stop():
-            try:
-                await self.server.stop(grace)
-            finally:
-                stopped.set()
-
-        asyncio.run_coroutine_threadsafe(stop(), self.loop)
-        return stopped
+        seconds, then cancels them; returns an event set once stopped."""
+        return self.server.stop(grace)
 
 
 class Serving:
@@ -464,7 +470,7 @@ def start(options=None, entries=None, **legacy):
     try:
         grpc_server = GrpcServer(
             models, f"{options.host}:{options.port}", options.predict_threads,
-            limits.max_request_bytes + (1 << 20),
+            limits.max_request_bytes + (1 << 20), options.channel_arguments,
         )  # fmt: skip
         if options.rest_api_port is not None:
             rest_server, rest_port = start_rest_server(
