@@ -20,7 +20,16 @@ attack class (`--attackers` threads each):
   names, over gRPC and REST, and a metrics scrape now and then;
 - `config churn`: the model config file rewritten every 2 s, in turn
   with changed labels and with a base path that does not exist (refused);
-- `deadline`: 1-row requests with a 5 s deadline, answered in time.
+- `deadline`: 1-row requests with a 5 s deadline, answered in time;
+- `expiring flood`: `--flood-clients` clients on connections of their own,
+  from a process of their own (`tests/serving/flood.py`), sending 4-row
+  requests with 1 ms deadlines, which expire on arrival or in flight;
+- `cancelling flood`: the same clients cancelling 8-row requests after
+  0-20 ms.
+
+`--attacks` picks the classes (default: all): `--attacks "expiring flood"
+--clients 1 --flood-clients 64` is one well-behaved client beside 64
+flooding ones.
 
 Prints, per phase, the good requests' count, errors, p50/p99 latency and
 sentences per second; the attack requests by class and status; the server's
@@ -40,7 +49,8 @@ import threading
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
 
 import grpc  # noqa: E402
 import psutil  # noqa: E402
@@ -201,6 +211,26 @@ def _deadline(sentences, rng):
     return [(_request(_tensor([1], [rng.choice(sentences).encode()])), DEADLINE_SECONDS)]
 
 
+def _process_flood(mode):
+    """An attack class: `tests/serving/flood.py` in a process of its own,
+    `--flood-clients` connections, until the phase ends."""
+
+    def attack(server, sentences, tally, stop, seed):
+        flood = subprocess.Popen(
+            [sys.executable, "-m", "tests.serving.flood", f"127.0.0.1:{server.grpc_port}", mode,
+             str(server.flood_clients), "100000"],
+            stdout=subprocess.PIPE, text=True, cwd=REPO,
+        )  # fmt: skip
+        stop.wait()
+        flood.terminate()
+        counts = json.loads(flood.communicate(timeout=60)[0].strip().splitlines()[-1])
+        for code, n in counts.items():
+            with tally.lock:
+                tally.attacks[(f"{mode} flood", code)] = n
+
+    return attack
+
+
 def _rest(server, method, path, body=None, timeout=30):
     request = urllib.request.Request(
         f"http://127.0.0.1:{server.rest_port}{path}", data=body, method=method
@@ -291,15 +321,18 @@ ATTACKS = {
     "slow rest": _slow_rest,
     "abandoned rest": _abandoned_rest,
     "config churn": _config_churn,
+    "expiring flood": _process_flood("expired"),
+    "cancelling flood": _process_flood("cancelled"),
 }
 
 
-def _phase(server, sentences, clients, attackers, seconds):
+def _phase(server, sentences, clients, attackers, seconds, attacks=tuple(ATTACKS)):
     tally, stop = _Tally(), threading.Event()
     threads = [threading.Thread(target=_good, args=(server, sentences, tally, stop, i))
                for i in range(clients)]  # fmt: skip
-    for name, attack in ATTACKS.items() if attackers else ():
-        count = 1 if name == "config churn" else attackers
+    for name in attacks if attackers else ():
+        attack = ATTACKS[name]
+        count = 1 if name in ("config churn", "expiring flood", "cancelling flood") else attackers
         threads += [threading.Thread(target=attack, args=(server, sentences, tally, stop, 100 + i),
                                      daemon=True) for i in range(count)]  # fmt: skip
     samples = []  # (seconds since start, rss, threads)
@@ -337,34 +370,49 @@ def main():
     parser.add_argument("--clean-seconds", type=float, default=60.0)
     parser.add_argument("--seconds", type=float, default=600.0, help="length of the attack")
     parser.add_argument("--rest-timeout-ms", type=int, default=3000)
+    parser.add_argument(
+        "--attacks",
+        type=lambda text: text.split(","),
+        default=list(ATTACKS),
+        help=f"attack classes, comma-separated, of: {', '.join(ATTACKS)}",
+    )
+    parser.add_argument(
+        "--flood-clients", type=int, default=64, help="connections of each flood class"
+    )
     parser.add_argument("--workdir", default=None, help="where the model config file goes")
     args = parser.parse_args()
+    unknown = sorted(set(args.attacks) - set(ATTACKS))
+    if unknown:
+        parser.error(f"unknown attack classes: {unknown}; choose from {list(ATTACKS)}")
 
     import tempfile
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="serve_load_")
     server = _Server(args.model_base_path, workdir, args.rest_timeout_ms)
+    server.flood_clients = args.flood_clients
     sentences = [en for en, _ in generate_pairs(500, seed=99)]
     try:
         clean = _phase(server, sentences, args.clients, 0, args.clean_seconds)
-        attack = _phase(server, sentences, args.clients, args.attackers, args.seconds)
+        attack = _phase(server, sentences, args.clients, args.attackers, args.seconds, args.attacks)
     finally:
         server.stop()
 
-    print("| phase | good clients | seconds | good requests | good errors | p50 | p99 "
+    print("| phase | good clients | seconds | good requests | good errors | p50 | p95 | p99 "
           "| sentences/s | attack requests |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, r in (("clean", clean), ("attack", attack)):
         print(
             f"| {name} | {args.clients} | {r.elapsed:.0f} | {len(r.latencies)} | {len(r.errors)} "
-            f"| {r.percentile(0.5):.0f} ms | {r.percentile(0.99):.0f} ms "
+            f"| {r.percentile(0.5):.0f} ms | {r.percentile(0.95):.0f} ms "
+            f"| {r.percentile(0.99):.0f} ms "
             f"| {r.sentences / r.elapsed:.1f} | {sum(r.attacks.values())} |"
         )
     print("attack requests by class and answer:")
     for (kind, code), n in sorted(attack.attacks.items()):
         print(f"  {kind}: {code} x{n}")
-    p99 = attack.percentile(0.99) / clean.percentile(0.99)
-    print(f"p99 attack/clean: {p99:.2f} (target <= 2)")
+    for q in (0.95, 0.99):
+        ratio = attack.percentile(q) / clean.percentile(q)
+        print(f"p{q * 100:.0f} attack/clean: {ratio:.2f} (target <= 2)")
     minutes = _per_minute(attack.samples)
     print("| minute | server RSS | server threads |")
     print("| --- | --- | --- |")

@@ -5,13 +5,15 @@
 Each of CLIENTS threads has a connection of its own and sends 4-sentence
 `Predict` requests for SECONDS: `expired` gives each a 1 ms deadline (they
 expire on arrival or in flight), `cancelled` cancels 8-sentence requests
-after 0-20 ms. Prints one JSON line: the answers by status code. Run from
+after 0-20 ms. Prints one JSON line: the answers by status code (SIGTERM
+ends the flood early). Run from
 another process than the server's and the measured client's, so that the
 flood competes with them for the CPU, not for their interpreter.
 """
 
 import json
 import random
+import signal
 import sys
 import threading
 import time
@@ -27,7 +29,8 @@ def request(rows, model="translator"):
     """A `Predict` request of `rows` sentences, serialized."""
     message = predict_pb2.PredictRequest()
     message.model_spec.name = model
-    shape = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=rows)])
+    dims = [tensor_shape_pb2.TensorShapeProto.Dim(size=rows)]
+    shape = tensor_shape_pb2.TensorShapeProto(dim=dims)
     message.inputs["text"].CopyFrom(
         tensor_pb2.TensorProto(
             dtype=types_pb2.DT_STRING,
@@ -60,18 +63,19 @@ def _client(address, mode, stop, counts, lock, seed):
                 counts[code] = counts.get(code, 0) + 1
 
 
-def flood(address, mode, clients, seconds):
-    """Runs the flood; returns `{status code name: count}`."""
+def flood(address, mode, clients, seconds, stop=None):
+    """Runs the flood for `seconds`, or until `stop` (an Event) is set;
+    returns `{status code name: count}`."""
     if mode not in ("expired", "cancelled"):
         raise ValueError(f"mode is expired or cancelled, not {mode!r}")
-    stop, lock, counts = threading.Event(), threading.Lock(), {}
+    stop, lock, counts = stop or threading.Event(), threading.Lock(), {}
     threads = [
         threading.Thread(target=_client, args=(address, mode, stop, counts, lock, i), daemon=True)
         for i in range(clients)
     ]
     for thread in threads:
         thread.start()
-    time.sleep(seconds)
+    stop.wait(seconds)
     stop.set()
     for thread in threads:
         thread.join(5)
@@ -80,4 +84,7 @@ def flood(address, mode, clients, seconds):
 
 if __name__ == "__main__":
     address, mode, clients, seconds = sys.argv[1:5]
-    print(json.dumps(flood(address, mode, int(clients), float(seconds))), flush=True)
+    stopped = threading.Event()  # SIGTERM ends the flood early, still printing its counts
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    counts = flood(address, mode, int(clients), float(seconds), stopped)
+    print(json.dumps(counts), flush=True)

@@ -2,13 +2,16 @@
 code, the version released whatever happens, the metrics bounded to what
 is served, and managers stopped once no longer served."""
 
+import threading
+import time
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_transformer.export.session_model import SignatureNotFound
 from keras_transformer.serving.batching import DeadlineExceeded, RequestCancelled
-from keras_transformer.serving.core import Models, ServingError
+from keras_transformer.serving.core import Models, ServingError, WorkSlot
 from keras_transformer.serving.metrics import UNKNOWN
 from tests.serving.conftest import string_signature
 
@@ -179,3 +182,36 @@ def test_status_and_metadata(served):
     assert caught.value.code == "NOT_FOUND"
     number, signatures = models.metadata("translator", version=1)
     assert number == 1 and set(signatures) == {"serving_default", "score"}
+
+
+def test_an_expired_request_is_answered_before_any_work_and_counted(served):
+    models, versions = served
+    with pytest.raises(ServingError) as caught:
+        models.predict("translator", {"text": [b"a"]}, time_left=lambda: -0.001)
+    assert caught.value.code == "DEADLINE_EXCEEDED"
+    assert all(not v.calls for v in versions.values())  # nothing ran
+    assert all(v.held == 0 for v in versions.values())
+    assert models.metrics.counts[("translator", "2", "serving_default", "grpc",
+                                  "DEADLINE_EXCEEDED")] == 1  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "alive,left,code",
+    [(lambda: True, 0.15, "DEADLINE_EXCEEDED"), (lambda: False, None, "CANCELLED")],
+)
+def test_a_work_slot_is_waited_for_while_the_client_is_there_and_its_time_lasts(alive, left,
+                                                                                 code):  # fmt: skip
+    slots = threading.Semaphore(1)
+    slots.acquire()  # every slot taken
+    deadline = None if left is None else time.monotonic() + left
+    start = time.monotonic()
+    with pytest.raises(ServingError) as caught:
+        with WorkSlot(slots, alive, lambda: deadline and deadline - time.monotonic(), "a slot"):
+            pass
+    assert caught.value.code == code
+    if left is not None:  # gives up at its deadline, not a poll later
+        assert left <= time.monotonic() - start < left + 0.04
+    slots.release()
+    with WorkSlot(slots, lambda: True, lambda: None, "a slot"):
+        assert not slots.acquire(blocking=False)  # the slot is held inside
+    assert slots.acquire(blocking=False)  # and given back after

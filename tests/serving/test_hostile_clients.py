@@ -1,5 +1,6 @@
 """What a careless or hostile client can do to the server: nothing."""
 
+import json
 import os
 import shutil
 import signal
@@ -15,7 +16,7 @@ from tensorflow_serving.apis import predict_pb2
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.server import start_server
-from tests.processes import run_python, start_serve
+from tests.processes import REPO, run_python, start_python, start_serve
 
 LIMITS = RequestLimits(max_rows=400, max_string_bytes=200, max_request_bytes=20_000)
 BATCH = 8
@@ -356,3 +357,42 @@ def test_sigterm_exits_within_the_drain_whatever_runs(served):
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def _good_client(address, seconds, period=0.25):
+    """One-sentence requests every `period` s with a 20 s deadline, on a
+    connection of their own; returns the status code name of each."""
+    codes = []
+    with GrpcTranslationClient(address, "translator", timeout=20) as client:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            started = time.monotonic()
+            try:
+                client.translate(["The dog sleeps."])
+                codes.append("OK")
+            except grpc.RpcError as error:
+                codes.append(error.code().name)
+            time.sleep(max(0.0, period - (time.monotonic() - started)))
+    return codes
+
+
+def test_a_good_client_loses_nothing_while_others_flood_with_expiring_calls(serving_export):
+    """64 clients on connections of their own send calls that expire on
+    arrival (1 ms deadlines), then cancel theirs after 0-20 ms, from a
+    process of their own; a client beside them loses no request (gRPC's
+    core once cancelled arriving calls of every connection)."""
+    server, port = start_serve(serving_export, "--poll-seconds", "0")
+    address = f"127.0.0.1:{port}"
+    try:
+        assert _good_client(address, 1.0) == ["OK"] * 4
+        for mode, answers in (("expired", {"DEADLINE_EXCEEDED"}),
+                              ("cancelled", {"CANCELLED_BY_CLIENT", "OK"})):  # fmt: skip
+            flood = start_python("-m", "tests.serving.flood", address, mode, "64", "6", cwd=REPO)
+            time.sleep(1.0)
+            codes = _good_client(address, 4.0)
+            counts = json.loads(flood.communicate(timeout=60)[0].strip().splitlines()[-1])
+            assert codes == ["OK"] * len(codes) and len(codes) >= 8, (mode, codes)
+            assert sum(counts.values()) > 1000 and set(counts) <= answers, (mode, counts)
+    finally:
+        server.terminate()
+        server.wait(60)

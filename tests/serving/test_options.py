@@ -5,8 +5,10 @@ import dataclasses
 import pytest
 
 from keras_transformer.serving.options import (
+    DEFAULT_GRPC_CHANNEL_ARGUMENTS,
     ServerOptions,
     check_labels,
+    parse_channel_arguments,
     parse_version_labels,
 )
 
@@ -39,6 +41,8 @@ def test_from_dict_round_trips_and_refuses_unknown_keys():
         ({"version_policy": "newest"}, "version_policy"),
         ({"version_label": ["stable"]}, "LABEL=VERSION"),
         ({"version_label": ["a=1", "a=2"]}, "twice"),
+        ({"grpc_channel_arguments": "grpc.max_connection_age_ms"}, "NAME=VALUE"),
+        ({"grpc_channel_arguments": "=5"}, "NAME=VALUE"),
     ],
 )
 def test_bad_values_are_named(values, match):
@@ -56,3 +60,23 @@ def test_parse_version_labels():
 def test_check_labels_refuses(labels):
     with pytest.raises(ValueError, match="label"):
         check_labels(labels)
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("", {}),
+        ("grpc.max_connection_age_ms=2000", {"grpc.max_connection_age_ms": 2000}),
+        (" a=1 , b=x=y,", {"a": 1, "b": "x=y"}),
+    ],
+)
+def test_parse_channel_arguments_as_tf_serving_reads_its_flag(text, expected):
+    assert parse_channel_arguments(text) == expected
+
+
+def test_channel_arguments_override_the_defaults():
+    assert dict(ServerOptions().channel_arguments) == DEFAULT_GRPC_CHANNEL_ARGUMENTS
+    options = ServerOptions(grpc_channel_arguments="grpc.server.max_pending_requests=5,x=1")
+    assert dict(options.channel_arguments) == {
+        **DEFAULT_GRPC_CHANNEL_ARGUMENTS, "grpc.server.max_pending_requests": 5, "x": 1,
+    }  # fmt: skip
