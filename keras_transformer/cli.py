@@ -30,7 +30,7 @@ def _flag_help(doc, field, default):
         parts.append("Required.")
     elif isinstance(default, bool):
         parts.append(f"Default: {'on' if default else 'off'}.")
-    elif default is None:
+    elif default is None and "(required" not in doc:
         parts.append("Default: none.")
     else:
         parts.append(f"Default: {json.dumps(default) if isinstance(default, dict) else default}.")
@@ -51,38 +51,26 @@ def _add_config_flags(parser, config_cls):
         default = field.default
         if field.default_factory is not dataclasses.MISSING:
             default = field.default_factory()
-        flag = "--" + field.name.replace("_", "-")
+        flags = ["--" + field.name.replace("_", "-"), *field.metadata.get("aliases", ())]
         help_text = _flag_help(docs.get(field.name, ""), field, default)
         # The annotation, not the default, gives the type: `int | None` -> int.
         kind = next((t for t in typing.get_args(field.type) if t is not type(None)), field.type)
         choices = field.metadata.get("choices")
         if kind is dict:
-            parser.add_argument(flag, type=json.loads, default=None, metavar="JSON", help=help_text)
+            extra = dict(type=json.loads, metavar="JSON")
         elif kind is list and field.metadata.get("repeatable"):
-            parser.add_argument(
-                flag,
-                action="append",
-                default=None,
-                metavar=field.metadata.get("metavar"),
-                help=help_text.replace("Default: [].", "Default: none."),
-            )
+            extra = dict(action="append", metavar=field.metadata.get("metavar"))
+            help_text = help_text.replace("Default: [].", "Default: none.")
         elif kind is list:
-            parser.add_argument(
-                flag, default=None, metavar="A,B", help=help_text + " Comma-separated."
-            )
+            extra = dict(metavar="A,B")
+            help_text += " Comma-separated."
         elif kind is bool:
-            parser.add_argument(
-                flag, action=argparse.BooleanOptionalAction, default=None, help=help_text
-            )
+            extra = dict(action=argparse.BooleanOptionalAction)
         else:
-            parser.add_argument(
-                flag,
-                type=int32 if field.metadata.get("int32") else kind,
-                choices=choices,
-                default=None,
-                metavar=None if choices else field.name.upper(),
-                help=help_text,
-            )
+            extra = dict(type=int32 if field.metadata.get("int32") else kind, choices=choices,
+                         metavar=None if choices else field.name.upper())  # fmt: skip
+        # dest is the field's name whatever the flags (older names among them).
+        parser.add_argument(*flags, dest=field.name, default=None, help=help_text, **extra)
 
 
 def _config_values(args, config_cls):
@@ -135,6 +123,13 @@ def _serve_parser(sub):
     )
 
 
+def _export_parser(sub):
+    from keras_transformer.export.options import ExportOptions
+
+    _config_parser(sub, "export", "write a servable SavedModel version (or a CTranslate2 model)",
+                   ExportOptions, "export", _export)  # fmt: skip
+
+
 def _train(args):
     from keras_transformer.training import TrainConfig, train
 
@@ -156,7 +151,7 @@ def _evaluate(args):
         target_tok,
         beam_size=args.beam_size,
         alpha=args.alpha,
-        max_output_length=args.max_length,
+        max_output_length=args.max_output_length,
     )
     sources, references, stats = read_parallel_files(args.source, args.reference)
     if stats.empty_dropped:
@@ -198,58 +193,27 @@ def _plot(args):
 
 
 def _export(args):
-    if args.format == "ctranslate2":
-        from keras_transformer.export.ctranslate2 import export_ctranslate2_run
+    from keras_transformer.export.options import ExportOptions, export
 
-        savedmodel_only = {
-            "--jit-compile": args.jit_compile,
-            "--batch-sizes": args.batch_sizes,
-            "--lengths": args.lengths,
-        }
-        for flag, value in savedmodel_only.items():
-            if value:
-                raise ValueError(f"{flag} applies to --format savedmodel only")
-        print(
-            export_ctranslate2_run(
-                args.run,
-                args.export_base,
-                version=args.version,
-                weights=args.weights,
-                quantization=args.quantization,
-            )
-        )
-        return
-    if args.quantization != "none":
-        raise ValueError("--quantization applies to --format ctranslate2 only")
-    from keras_transformer.export import export_run
-
-    path = export_run(
-        args.run,
-        args.export_base,
-        version=args.version,
-        weights=args.weights,
-        beam_size=args.beam_size,
-        alpha=args.alpha,
-        max_length=args.max_length,
-        sampling_temperature=args.sampling_temperature,
-        sampling_topk=args.sampling_topk,
-        sampling_topp=args.sampling_topp,
-        jit_compile=args.jit_compile,
-        batch_sizes=args.batch_sizes,
-        lengths=args.lengths,
-    )
+    options = ExportOptions.from_dict(_config_values(args, ExportOptions))
+    path = export(options)
     print(path)
-    if args.jit_compile:
-        from keras_transformer.export.compiled import read_export_info
+    if options.jit_compile:
+        _export_info(path)
 
-        info = read_export_info(path)
-        print(
-            f"compiled with XLA: {info['programs']} programs (batches of "
-            f"{info['batch_sizes']} run as programs of {info['program_batch_sizes']} rows, "
-            f"two at once; lengths {info['lengths']}), all run by the warmup "
-            f"records; TF Serving needs {info['tf_serving_flag']}",
-            file=sys.stderr,
-        )
+
+def _export_info(path):
+    """Says on stderr how a `--jit-compile` export runs."""
+    from keras_transformer.export.compiled import read_export_info
+
+    info = read_export_info(path)
+    print(
+        f"compiled with XLA: {info['programs']} programs (batches of "
+        f"{info['batch_sizes']} run as programs of {info['program_batch_sizes']} rows, "
+        f"two at once; lengths {info['lengths']}), all run by the warmup "
+        f"records; TF Serving needs {info['tf_serving_flag']}",
+        file=sys.stderr,
+    )
 
 
 def _translate(args):
@@ -316,17 +280,6 @@ def _tune(args):
     run_search(TuneConfig.from_dict(_config_values(args, TuneConfig)))
 
 
-def _int_list(text):
-    """`"1,8,32"` -> `[1, 8, 32]`, for argparse."""
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) <= 0:
-        raise argparse.ArgumentTypeError(f"expected positive ints separated by commas: {text!r}")
-    return values
-
-
 def _add_weights_flag(p):
     p.add_argument(
         "--weights",
@@ -352,20 +305,17 @@ def _add_decoding_flags(p):
         "0 for none (default: %(default)s)",
     )
     p.add_argument(
+        "--max-output-length",
         "--max-length",
+        dest="max_output_length",
         type=int,
         default=128,
-        help="longest translation, in tokens (default: %(default)s)",
+        help="longest translation, in tokens; --max-length is its older name "
+        "(default: %(default)s)",
     )
 
 
-def build_parser():
-    from keras_transformer.export.signatures import SIGNATURE_INPUTS, SIGNATURES
-
-    parser = argparse.ArgumentParser(prog="keras-transformer", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    _train_parser(sub)
-
+def _evaluate_parser(sub):
     p = sub.add_parser("evaluate", help="translate a file and report sacreBLEU")
     p.add_argument("--run", required=True, help="the run directory of `train` (required)")
     p.add_argument(
@@ -388,6 +338,9 @@ def build_parser():
     p.add_argument("--output", help="write the translations here (default: not written)")
     p.set_defaults(run_command=_evaluate)
 
+
+def _run_parsers(sub):
+    """`average` and `plot`, which take a run directory."""
     p = sub.add_parser("average", help="average a run's last epoch weights (checkpoint averaging)")
     p.add_argument("--run", required=True, help="the run directory of `train` (required)")
     p.add_argument(
@@ -403,83 +356,20 @@ def build_parser():
     p.add_argument("--output-dir", help="where the PNG files go (default: the run directory)")
     p.set_defaults(run_command=_plot)
 
-    p = sub.add_parser("export", help="write a servable SavedModel version")
-    p.add_argument("--run", required=True, help="the run directory of `train` (required)")
-    p.add_argument(
-        "--export-base",
-        required=True,
-        help="the model's folder of numbered versions, as TF Serving's --model_base_path "
-        "(required)",
-    )
-    p.add_argument(
-        "--version",
-        type=int,
-        help="version number of the export (default: one above the newest present, or 1)",
-    )
-    _add_weights_flag(p)
-    _add_decoding_flags(p)
-    p.add_argument(
-        "--sampling-temperature",
-        type=float,
-        default=1.0,
-        help="temperature of the translate_sample signature: above 1 flatter, below 1 "
-        "sharper (default: %(default)s)",
-    )
-    p.add_argument(
-        "--sampling-topk",
-        type=int,
-        default=0,
-        help="translate_sample draws from the k most likely tokens; 0 for all, 1 is "
-        "greedy (default: %(default)s)",
-    )
-    p.add_argument(
-        "--sampling-topp",
-        type=float,
-        default=1.0,
-        help="translate_sample draws from the fewest most likely tokens whose "
-        "probability reaches p (nucleus sampling); 1 for all (default: %(default)s)",
-    )
-    p.add_argument(
-        "--format",
-        choices=("savedmodel", "ctranslate2"),
-        default="savedmodel",
-        help="savedmodel: for TF Serving; ctranslate2: a CTranslate2 model directory with "
-        "its vocabularies, for CTranslate2's Translator (needs the [ctranslate2] extra) "
-        "(default: %(default)s)",
-    )
-    p.add_argument(
-        "--jit-compile",
-        action="store_true",
-        help="compile the id-level work with XLA, in fixed shapes that the warmup "
-        "records all run; TF Serving then needs --xla_cpu_compilation_enabled=true "
-        "(default: off, an export any TF Serving runs)",
-    )
-    p.add_argument(
-        "--batch-sizes",
-        type=_int_list,
-        help="with --jit-compile: the batch sizes requests are padded to, as TF Serving's "
-        "allowed_batch_sizes (default: 1,8,32); a batch runs as two programs of half its size",
-    )
-    p.add_argument(
-        "--lengths",
-        type=_int_list,
-        help="with --jit-compile: the compiled token lengths (default: 16,24,32,48,64,... "
-        "up to the longest input or translation)",
-    )
-    p.add_argument(
-        "--quantization",
-        choices=("none", "int8", "int8_float32", "int16", "float16", "bfloat16"),
-        default="none",
-        help="with --format ctranslate2: the weights' type (default: %(default)s)",
-    )
-    p.set_defaults(run_command=_export)
 
-    p = sub.add_parser(
-        "score", help="log-probability of given translations under an exported model"
-    )
+def _add_model_flags(p):
+    """The flags of the commands that run an export on this machine."""
     p.add_argument(
         "--model", required=True, help="an export base or one version directory (required)"
     )
+    p.add_argument("--version", type=int, help="version under an export base (default: the newest)")
+
+
+def _score_parser(sub):
+    p = sub.add_parser(
+        "score", help="log-probability of given translations under an exported model"
+    )
+    _add_model_flags(p)
     p.add_argument(
         "--source", required=True, help="text file of source sentences, one a line (required)"
     )
@@ -488,7 +378,6 @@ def build_parser():
         required=True,
         help="text file of their translations, line by line with --source (required)",
     )
-    p.add_argument("--version", type=int, help="version under an export base (default: the newest)")
     p.add_argument(
         "--normalize",
         action=argparse.BooleanOptionalAction,
@@ -501,17 +390,18 @@ def build_parser():
     )
     p.set_defaults(run_command=_score)
 
+
+def _translate_parser(sub):
+    from keras_transformer.export.signatures import SIGNATURE_INPUTS, SIGNATURES
+
     p = sub.add_parser("translate", help="translate with an exported SavedModel")
-    p.add_argument(
-        "--model", required=True, help="an export base or one version directory (required)"
-    )
+    _add_model_flags(p)
     p.add_argument(
         "--signature",
         default="serving_default",
         choices=[s for s in SIGNATURES if SIGNATURE_INPUTS[s] == ("text",)],
         help="the signature to run (`score` has its own command) (default: %(default)s)",
     )
-    p.add_argument("--version", type=int, help="version under an export base (default: the newest)")
     p.add_argument(
         "--plot-attention",
         help="also write a PNG of the first sentence's cross-attention here (default: none)",
@@ -519,9 +409,9 @@ def build_parser():
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: stdin)")
     p.set_defaults(run_command=_translate)
 
-    _serve_parser(sub)
 
-    _tune_parser(sub)
+def _client_parser(sub):
+    from keras_transformer.export.signatures import SIGNATURES
 
     p = sub.add_parser("client", help="translate through a TF Serving gRPC server")
     p.add_argument(
@@ -547,6 +437,15 @@ def build_parser():
     )
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: stdin)")
     p.set_defaults(run_command=_client)
+
+
+def build_parser():
+    """The command line: one subcommand per job, in the order of the work."""
+    parser = argparse.ArgumentParser(prog="keras-transformer", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_train_parser, _evaluate_parser, _run_parsers, _export_parser, _score_parser,
+                _translate_parser, _serve_parser, _tune_parser, _client_parser):  # fmt: skip
+        add(sub)
     return parser
 
 

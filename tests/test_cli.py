@@ -171,17 +171,22 @@ def test_every_flag_says_what_it_does_its_choices_and_default(command):
             assert str(choice) in help_text or action.metavar is None, (command, name, choice)
 
 
-@pytest.mark.parametrize("command, module", [("train", "training"), ("tune", "tuning")])
-def test_config_flags_are_the_config_fields_with_their_documentation(command, module):
+@pytest.mark.parametrize(
+    "command, module, name",
+    [
+        ("train", "training.config", "TrainConfig"),
+        ("tune", "tuning.config", "TuneConfig"),
+        ("export", "export.options", "ExportOptions"),
+        ("serve", "serving.options", "ServerOptions"),
+    ],
+)
+def test_config_flags_are_the_config_fields_with_their_documentation(command, module, name):
     import dataclasses
     import importlib
 
     from keras_transformer._config_docs import attribute_docs
 
-    config_cls = {
-        "train": lambda: importlib.import_module(f"keras_transformer.{module}.config").TrainConfig,
-        "tune": lambda: importlib.import_module(f"keras_transformer.{module}.config").TuneConfig,
-    }[command]()
+    config_cls = getattr(importlib.import_module(f"keras_transformer.{module}"), name)
     docs = attribute_docs(config_cls)
     actions = {a.dest: a for a in _subparsers()[command]._actions}
     for field in dataclasses.fields(config_cls):
@@ -215,6 +220,8 @@ def test_tune_without_its_required_keys_is_one_line(capsys):
         (["--quantization", "int8"], "--quantization applies to --format ctranslate2 only"),
         (["--format", "ctranslate2", "--jit-compile"], "--jit-compile applies to --format"),
         (["--batch-sizes", "1,0"], "expected positive ints"),
+        (["--batch-sizes", "8"], "--batch-sizes and --lengths are the shapes of --jit-compile"),
+        (["--beam-size", "0"], "`beam_size` must be at least 1"),
     ],
 )
 def test_export_names_flags_that_do_not_go_together(tmp_path, capsys, flags, message):
@@ -227,3 +234,23 @@ def test_export_names_flags_that_do_not_go_together(tmp_path, capsys, flags, mes
     error = capsys.readouterr().err.strip().splitlines()
     assert message in error[-1], error  # argparse's usage may come before it
     assert not any("Traceback" in line for line in error)
+
+
+def test_export_takes_a_config_file_that_its_flags_override(monkeypatch, tmp_path):
+    from keras_transformer.export import options as export_options
+
+    calls = []
+    monkeypatch.setattr(export_options, "export", lambda options: calls.append(options) or "p")
+    config = tmp_path / "export.yaml"
+    config.write_text("run: r\nexport-base: b\nbeam-size: 6\njit-compile: true\n"
+                      "batch-sizes: [1, 4]\nmax_length: 40\n")  # fmt: skip
+    monkeypatch.setattr(cli, "_export_info", lambda path: None)
+    with pytest.warns(DeprecationWarning, match="max_length"):
+        assert cli.main(["export", "--config", str(config), "--beam-size", "2"]) == 0
+    (options,) = calls
+    assert (options.run, options.export_base, options.beam_size, options.jit_compile) == (
+        "r", "b", 2, True,
+    )  # fmt: skip
+    assert (options.batch_sizes, options.max_output_length) == ([1, 4], 40)
+    assert cli.main(["export", "--run", "r", "--export-base", "b", "--max-length", "9"]) == 0
+    assert calls[-1].max_output_length == 9  # the flag's older name

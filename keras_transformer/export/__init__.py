@@ -7,6 +7,7 @@ from keras_transformer import _lazy
 __getattr__, __dir__, __all__ = _lazy.attach(
     globals(),
     {
+        "ExportOptions": "options",
         "NotServableError": "servability",
         "SIGNATURE_INPUTS": "signatures",
         "SIGNATURES": "signatures",

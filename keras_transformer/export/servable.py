@@ -14,6 +14,7 @@ from keras_transformer.export.compiled import (
     compiled_shape_requests,
     write_export_info,
 )
+from keras_transformer.export.options import check_compiled_shapes
 from keras_transformer.export.servability import check_servable
 from keras_transformer.export.signatures import SIGNATURE_INPUTS, SIGNATURES
 from keras_transformer.export.warmup import warmup_requests, write_warmup_file
@@ -105,8 +106,7 @@ def export_translator(
     """
     if os.path.exists(export_dir):
         raise FileExistsError(f"{export_dir} exists; a version is never overwritten")
-    if not jit_compile and (batch_sizes or lengths):
-        raise ValueError("`batch_sizes` and `lengths` are the shapes of `jit_compile=True` only")
+    check_compiled_shapes(jit_compile, batch_sizes, lengths)
     translator = Translator(
         model,
         source_tokenizer,

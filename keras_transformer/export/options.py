@@ -1,0 +1,164 @@
+"""`ExportOptions`: every setting of `keras-transformer export` in one object.
+
+As `ServerOptions` is for `serve` (and TF Serving's `Server::Options` for
+its flags), `export` derives its flags and their help from this dataclass,
+takes the same keys from `--config FILE`, and checks them here, in one
+place. It imports neither TensorFlow nor Keras, so that the command line
+can describe itself without loading them.
+"""
+
+import dataclasses
+
+from keras_transformer._renames import rename_keys
+
+FORMATS = ("savedmodel", "ctranslate2")
+WEIGHTS = ("auto", "averaged", "best", "final")
+QUANTIZATIONS = ("none", "int8", "int8_float32", "int16", "float16", "bfloat16")
+# Keys of configs and keyword arguments renamed since 0.1.0.
+_RENAMED = {"max_length": "max_output_length"}
+
+
+@dataclasses.dataclass
+class ExportOptions:
+    """The settings of `keras-transformer export`; the keys of its `--config`.
+
+    Attributes:
+        run: the run directory of `train` (required).
+        export_base: the model's folder of numbered versions, as TF
+            Serving's --model_base_path (required).
+        version: version number of the export; none is one above the
+            newest present, or 1.
+        weights: which weights of the run: auto (the averaged weights if
+            the run has them, else the best on validation), averaged, best
+            or final.
+        format: savedmodel, for TF Serving; ctranslate2, a CTranslate2
+            model directory with its vocabularies, for CTranslate2's
+            Translator (needs the [ctranslate2] extra).
+        beam_size: beams of the beam search; 1 decodes greedily.
+        alpha: length penalty of the beam search, as GNMT's
+            ((5 + length) / 6) ** alpha; 0 for none.
+        max_output_length: longest translation, in tokens (--max-length is
+            its older name).
+        sampling_temperature: temperature of the translate_sample
+            signature: above 1 flatter, below 1 sharper.
+        sampling_topk: translate_sample draws from the k most likely
+            tokens; 0 for all, 1 is greedy.
+        sampling_topp: translate_sample draws from the fewest most likely
+            tokens whose probability reaches p (nucleus sampling); 1 for
+            all.
+        jit_compile: compile the id-level work with XLA, in fixed shapes
+            that the warmup records all run; TF Serving then needs
+            --xla_cpu_compilation_enabled=true (off: an export any TF
+            Serving runs).
+        batch_sizes: with jit_compile, the batch sizes requests are padded
+            to, as TF Serving's allowed_batch_sizes; none is 1,8,32. A
+            batch runs as two programs of half its size.
+        lengths: with jit_compile, the compiled token lengths; none is
+            16,24,32,48,64,... up to the longest input or translation.
+        quantization: with format ctranslate2, the weights' type.
+    """
+
+    run: str | None = None
+    export_base: str | None = None
+    version: int | None = None
+    weights: str = dataclasses.field(default="auto", metadata={"choices": WEIGHTS})
+    format: str = dataclasses.field(default="savedmodel", metadata={"choices": FORMATS})
+    beam_size: int = 4
+    alpha: float = 0.6
+    max_output_length: int = dataclasses.field(default=128, metadata={"aliases": ("--max-length",)})
+    sampling_temperature: float = 1.0
+    sampling_topk: int = 0
+    sampling_topp: float = 1.0
+    jit_compile: bool = False
+    batch_sizes: list | None = None
+    lengths: list | None = None
+    quantization: str = dataclasses.field(default="none", metadata={"choices": QUANTIZATIONS})
+
+    def __post_init__(self):
+        for name in ("run", "export_base"):
+            if not getattr(self, name):
+                raise ValueError(f"export needs --{name.replace('_', '-')}")
+        for name, choices in (("weights", WEIGHTS), ("format", FORMATS),
+                              ("quantization", QUANTIZATIONS)):  # fmt: skip
+            if getattr(self, name) not in choices:
+                raise ValueError(
+                    f"`{name}` must be one of {choices}. Received: {getattr(self, name)!r}"
+                )
+        if self.version is not None and (isinstance(self.version, bool) or self.version <= 0):
+            raise ValueError(f"`version` must be a positive int. Received: {self.version!r}")
+        for name in ("beam_size", "max_output_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"`{name}` must be at least 1. Received: {getattr(self, name)}")
+        if self.alpha < 0 or self.sampling_topk < 0:
+            raise ValueError("`alpha` and `sampling_topk` must be >= 0")
+        if self.sampling_temperature <= 0 or not 0 < self.sampling_topp <= 1:
+            raise ValueError("`sampling_temperature` must be > 0 and `sampling_topp` in (0, 1]")
+        self.batch_sizes = _positive_ints("batch_sizes", self.batch_sizes)
+        self.lengths = _positive_ints("lengths", self.lengths)
+        if self.format == "ctranslate2":
+            for flag, value in (("--jit-compile", self.jit_compile),
+                                ("--batch-sizes", self.batch_sizes),
+                                ("--lengths", self.lengths)):  # fmt: skip
+                if value:
+                    raise ValueError(f"{flag} applies to --format savedmodel only")
+        elif self.quantization != "none":
+            raise ValueError("--quantization applies to --format ctranslate2 only")
+        check_compiled_shapes(self.jit_compile, self.batch_sizes, self.lengths)
+
+    @classmethod
+    def from_dict(cls, values):
+        """Options from a `--config` file's keys; unknown keys are errors,
+        `max_length` is read as `max_output_length` (with a warning)."""
+        values = dict(values)
+        rename_keys(values, _RENAMED, "ExportOptions")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"Unknown export option(s): {', '.join(unknown)}")
+        return cls(**values)
+
+    def decoding(self):
+        """The keyword arguments of `export_run` for a SavedModel."""
+        return dict(
+            beam_size=self.beam_size, alpha=self.alpha, max_length=self.max_output_length,
+            sampling_temperature=self.sampling_temperature, sampling_topk=self.sampling_topk,
+            sampling_topp=self.sampling_topp, jit_compile=self.jit_compile,
+            batch_sizes=self.batch_sizes, lengths=self.lengths,
+        )  # fmt: skip
+
+
+def check_compiled_shapes(jit_compile, batch_sizes, lengths):
+    """Refuses compiled shapes without `jit_compile`."""
+    if not jit_compile and (batch_sizes or lengths):
+        raise ValueError("--batch-sizes and --lengths are the shapes of --jit-compile only")
+
+
+def _positive_ints(name, value):
+    """`value` as a list of positive ints (`"1,8,32"` read as the command
+    line gives it); None stays None."""
+    if value is None:
+        return None
+    try:
+        values = [int(v) for v in (value.split(",") if isinstance(value, str) else value)
+                  if str(v).strip()]  # fmt: skip
+    except (TypeError, ValueError):
+        values = []
+    if not values or min(values) <= 0:
+        raise ValueError(f"`{name}`: expected positive ints separated by commas: {value!r}")
+    return values
+
+
+def export(options):
+    """Writes the export that `options` (`ExportOptions`) describe; returns
+    its path."""
+    if options.format == "ctranslate2":
+        from keras_transformer.export.ctranslate2 import export_ctranslate2_run
+
+        return export_ctranslate2_run(
+            options.run, options.export_base, version=options.version,
+            weights=options.weights, quantization=options.quantization,
+        )  # fmt: skip
+    from keras_transformer.export.servable import export_run
+
+    return export_run(options.run, options.export_base, version=options.version,
+                      weights=options.weights, **options.decoding())  # fmt: skip

@@ -1,0 +1,73 @@
+"""`ExportOptions`: the export's settings, checked in one place."""
+
+import dataclasses
+
+import pytest
+
+from keras_transformer.export.options import ExportOptions, check_compiled_shapes
+
+REQUIRED = {"run": "runs/demo", "export_base": "exports/demo"}
+
+
+def test_defaults_are_the_documented_ones():
+    options = ExportOptions(**REQUIRED)
+    assert (options.format, options.weights, options.beam_size, options.alpha) == (
+        "savedmodel", "auto", 4, 0.6,
+    )  # fmt: skip
+    assert options.decoding()["max_length"] == options.max_output_length == 128
+
+
+def test_from_dict_round_trips_and_refuses_unknown_keys():
+    options = ExportOptions(**REQUIRED, jit_compile=True, batch_sizes=[1, 4])
+    assert ExportOptions.from_dict(dataclasses.asdict(options)) == options
+    with pytest.raises(ValueError, match="Unknown export option.*beams"):
+        ExportOptions.from_dict({**REQUIRED, "beams": 3})
+
+
+def test_the_older_key_max_length_still_reads_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="max_output_length"):
+        options = ExportOptions.from_dict({**REQUIRED, "max_length": 40})
+    assert options.max_output_length == 40
+
+
+@pytest.mark.parametrize("text,expected", [("1,8,32", [1, 8, 32]), ([2, 4], [2, 4]), (None, None)])
+def test_batch_sizes_read_as_the_command_line_gives_them(text, expected):
+    options = ExportOptions(**REQUIRED, jit_compile=text is not None, batch_sizes=text)
+    assert options.batch_sizes == expected
+
+
+@pytest.mark.parametrize(
+    "values,match",
+    [
+        ({"run": None}, "--run"),
+        ({"export_base": ""}, "--export-base"),
+        ({"format": "onnx"}, "format"),
+        ({"weights": "latest"}, "weights"),
+        ({"version": 0}, "version"),
+        ({"beam_size": 0}, "beam_size"),
+        ({"max_output_length": 0}, "max_output_length"),
+        ({"alpha": -1.0}, "alpha"),
+        ({"sampling_topp": 0.0}, "sampling_topp"),
+        ({"sampling_temperature": 0.0}, "sampling_temperature"),
+        ({"jit_compile": True, "batch_sizes": "1,x"}, "positive ints"),
+        ({"lengths": [16]}, "shapes of --jit-compile"),
+        ({"format": "ctranslate2", "jit_compile": True}, "--jit-compile applies to --format"),
+        ({"format": "ctranslate2", "lengths": [8]}, "--lengths applies to --format"),
+        ({"quantization": "int8"}, "--quantization applies to --format ctranslate2"),
+    ],
+)
+def test_bad_values_and_combinations_are_named(values, match):
+    with pytest.raises(ValueError, match=match):
+        ExportOptions(**{**REQUIRED, **values})
+
+
+def test_ctranslate2_takes_a_quantization():
+    assert ExportOptions(**REQUIRED, format="ctranslate2", quantization="int8").quantization == (
+        "int8"
+    )
+
+
+def test_the_python_export_checks_the_same_shapes():
+    check_compiled_shapes(True, [1], [16])
+    with pytest.raises(ValueError, match="shapes of --jit-compile"):
+        check_compiled_shapes(False, None, [16])
