@@ -1,0 +1,35 @@
+"""The benchmarks a user runs: each says how to run it.
+
+`benchmarks/` keeps the benchmarks of the library's products (training
+throughput, decode latency and its floor, the peers, load time, the
+serving soak, the Multi30k recipe); studies live in dated notes under
+`docs/notes/`. Each script's `--help` runs here, so that a library change
+that breaks a script's imports or flags shows in the suite.
+"""
+
+import os
+
+import pytest
+
+from tests.processes import REPO, run_python
+
+BENCHMARKS = os.path.join(REPO, "benchmarks")
+SCRIPTS = sorted(
+    name
+    for name in os.listdir(BENCHMARKS)
+    if name.endswith(".py") and name != "multi30k_data.py"  # a helper of the decode scripts
+)
+
+
+def test_the_benchmarks_are_the_products():
+    assert SCRIPTS == [
+        "decode_floor.py", "decode_latency.py", "decode_peers.py", "jit_load.py",
+        "multi30k_jax.py", "serve_load.py", "train_throughput.py",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_benchmark_says_how_to_run_it(script):
+    result = run_python(os.path.join(BENCHMARKS, script), "--help", cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("usage:") and "--help" in result.stdout
