@@ -30,8 +30,9 @@ def _flag_help(doc, field, default):
         parts.append("Required.")
     elif isinstance(default, bool):
         parts.append(f"Default: {'on' if default else 'off'}.")
-    elif default is None and "(required" not in doc:
-        parts.append("Default: none.")
+    elif default is None:
+        if "(required" not in doc:
+            parts.append("Default: none.")
     else:
         parts.append(f"Default: {json.dumps(default) if isinstance(default, dict) else default}.")
     return " ".join(p for p in parts if p).replace("%", "%%")
@@ -128,6 +129,25 @@ def _export_parser(sub):
 
     _config_parser(sub, "export", "write a servable SavedModel version (or a CTranslate2 model)",
                    ExportOptions, "export", _export)  # fmt: skip
+
+
+def _corpus_parser(sub):
+    from keras_transformer.corpus.options import CorpusOptions
+
+    _config_parser(sub, "corpus", "translate, n-best or score text files with an export, "
+                   "locally or on a Ray cluster, into JSON Lines shards", CorpusOptions,
+                   "corpus", _corpus)  # fmt: skip
+
+
+def _corpus(args):
+    from keras_transformer.corpus.job import run_corpus
+    from keras_transformer.corpus.options import CorpusOptions
+
+    summary = run_corpus(CorpusOptions.from_dict(_config_values(args, CorpusOptions)))
+    for path in summary["shards"]:
+        print(path)
+    workers = ", ".join(f"{w}: {n}" for w, n in sorted(summary["rows_by_worker"].items()))
+    print(f"{summary['records']} records; rows by worker: {workers}", file=sys.stderr)
 
 
 def _train(args):
@@ -444,7 +464,8 @@ def build_parser():
     parser = argparse.ArgumentParser(prog="keras-transformer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_train_parser, _evaluate_parser, _run_parsers, _export_parser, _score_parser,
-                _translate_parser, _serve_parser, _tune_parser, _client_parser):  # fmt: skip
+                _translate_parser, _corpus_parser, _serve_parser, _tune_parser,
+                _client_parser):  # fmt: skip
         add(sub)
     return parser
 

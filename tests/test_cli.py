@@ -151,6 +151,7 @@ def _subparsers():
         "export",
         "translate",
         "score",
+        "corpus",
         "serve",
         "tune",
         "client",
@@ -178,6 +179,7 @@ def test_every_flag_says_what_it_does_its_choices_and_default(command):
         ("tune", "tuning.config", "TuneConfig"),
         ("export", "export.options", "ExportOptions"),
         ("serve", "serving.options", "ServerOptions"),
+        ("corpus", "corpus.options", "CorpusOptions"),
     ],
 )
 def test_config_flags_are_the_config_fields_with_their_documentation(command, module, name):

@@ -36,6 +36,7 @@ PLACES = {
     "export": 6,
     "tuning": 6,  # wraps models and training for keras-tuner, scores with decoding
     "serving": 7,
+    "corpus": 7,  # offline batch jobs over an export, beside the server
     "cli": 8,  # a thin shell over all of them
 }
 # Parts that run on every Keras backend.

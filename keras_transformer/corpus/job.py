@@ -1,0 +1,137 @@
+"""`keras-transformer corpus`: translate, n-best or score a corpus on an engine.
+
+Every engine reads the same records (`records.read_records`), runs the
+same `CorpusModel` on batches of them, and writes the same shards
+(`records.ShardWriter`); only where the batches run differs:
+
+- `local`: this process, one model;
+- `ray`: Ray Data, `map_batches` over an actor pool of `--workers` model
+  holders (one model loaded per actor), on the cluster of `--ray-address`.
+  An actor that dies is restarted and its batch run again (Ray's task
+  retries); the shards are written by the driver, whole or not at all.
+
+Example (`--engine local`):
+
+>>> import os
+>>> from keras_transformer.corpus.options import CorpusOptions
+>>> path = os.path.join(tmp_dir, "lines.txt")
+>>> _ = open(path, "w").write("The dog sleeps.\\n\\nThe cat sees the bird.\\n")
+>>> summary = run_corpus(CorpusOptions(model=export_base, input=path,
+...                                    output=os.path.join(tmp_dir, "out")))
+>>> summary["records"], [r["line"] for r in read_shards(os.path.join(tmp_dir, "out"))]
+(3, [0, 1, 2])
+"""
+
+import collections
+
+from keras_transformer.corpus.model import CorpusModel, length_sorted_batches
+from keras_transformer.corpus.records import ShardWriter, read_records, read_shards
+
+__all__ = ["ray_dataset", "read_shards", "run_corpus"]
+
+
+def run_corpus(options):
+    """Runs the job of `options` (`CorpusOptions`); returns a summary:
+    `{"records": n, "shards": [paths], "rows_by_worker": {worker: rows}}`."""
+    records = read_records(options.input, options.target)
+    run = {"local": _run_local, "ray": _run_ray}[options.engine]
+    with ShardWriter(options.output, options.shards) as writer:
+        rows_by_worker = run(records, options, writer)
+        if writer.count != len(records):  # every line exactly once, or no output
+            raise RuntimeError(f"The job answered {writer.count} of {len(records)} records")
+        paths = writer.close()
+    return {"records": len(records), "shards": paths, "rows_by_worker": rows_by_worker}
+
+
+def _run_local(records, options, writer):
+    model = CorpusModel(options.model, options.task, options.signature, options.version)
+    try:
+        answered = [None] * len(records)
+        for batch in length_sorted_batches(records, options.max_batch_size):
+            for (index, _), result in zip(batch, model.run([r for _, r in batch])):
+                answered[index] = result
+        for result in answered:
+            writer.write(result)
+    finally:
+        model.close()
+    return {"local": len(records)}
+
+
+class _ModelHolder:
+    """A Ray actor's model: loaded once, run on each batch it is given."""
+
+    def __init__(self, model, task, signature, version):
+        import ray
+
+        self.model = CorpusModel(model, task, signature, version)
+        self.worker = ray.get_runtime_context().get_node_id()
+
+    def __call__(self, batch):
+        records = [dict(zip(batch, row)) for row in zip(*batch.values())]
+        results = self.model.run(records)
+        columns = collections.defaultdict(list)
+        for result in results:
+            for key, value in result.items():
+                columns[key].append(value)
+        columns["_worker"] = [self.worker] * len(results)
+        return {key: _column(values) for key, values in columns.items()}
+
+
+def _column(values):
+    import numpy as np
+
+    column = np.empty(len(values), dtype=object)
+    column[:] = values  # lists (n-best) stay one object a row
+    return column
+
+
+def ray_dataset(records, options):
+    """The job of `options` as a Ray dataset of result records (each with
+    a `_worker` field naming the node that ran it), for users who put it
+    inside their own Ray pipeline. Needs `ray.init` first."""
+    import ray
+
+    dataset = ray.data.from_items(records)
+    return dataset.map_batches(
+        _ModelHolder,
+        fn_constructor_args=(options.model, options.task, options.signature, options.version),
+        batch_size=options.max_batch_size,
+        batch_format="numpy",
+        concurrency=options.workers,
+        num_cpus=1,
+        # An actor that dies is started again and its batch retried.
+        max_restarts=-1,
+        max_task_retries=-1,
+    )
+
+
+def _run_ray(records, options, writer):
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=options.ray_address, include_dashboard=False,
+                 log_to_driver=False)  # fmt: skip
+    try:
+        rows_by_worker = collections.Counter()
+        answered = []
+        for row in ray_dataset(records, options).iter_rows():
+            row = dict(row)
+            rows_by_worker[row.pop("_worker")] += 1
+            answered.append(_plain(row))
+        for result in sorted(answered, key=lambda r: (r["file"], r["line"])):
+            writer.write(result)
+        return dict(rows_by_worker)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _plain(row):
+    """A Ray row's values as JSON takes them (NumPy scalars and arrays)."""
+    out = {}
+    for key, value in row.items():
+        if hasattr(value, "tolist"):
+            value = value.tolist()
+        out[key] = value
+    return out

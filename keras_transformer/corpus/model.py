@@ -1,0 +1,106 @@
+"""An export's signature run on batches of corpus records: what every
+engine's workers hold, loaded once per worker process."""
+
+import numpy as np
+
+from keras_transformer.export.local import resolve_version_dir
+from keras_transformer.export.session_model import SessionModel, SignatureNotFound
+
+# Each task: its default signature, the outputs it needs, and how a row of
+# them becomes a record's fields.
+TASKS = {
+    "translate": ("serving_default", ("translation", "score")),
+    "nbest": ("translate_nbest", ("translations", "scores")),
+    "score": ("score", ("log_prob", "length")),
+}
+
+
+def _text(value):
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _fields(task, outputs, row):
+    if task == "translate":
+        return {"translation": _text(outputs["translation"][row]),
+                "score": float(outputs["score"][row])}  # fmt: skip
+    if task == "nbest":
+        return {"translations": [_text(t) for t in outputs["translations"][row]],
+                "scores": [float(s) for s in outputs["scores"][row]]}  # fmt: skip
+    return {"log_prob": float(outputs["log_prob"][row]), "length": int(outputs["length"][row])}
+
+
+def _utf8(values):
+    return np.array([v.encode("utf-8") for v in values], dtype=object)
+
+
+class CorpusModel:
+    """Loads the export at `model_path` (a base of versions, or one
+    version) and runs the signature of `task` on batches of records.
+
+    Args:
+        model_path: an export base or one version directory.
+        task: `translate`, `nbest` or `score`.
+        signature: the signature to run (default: the task's own:
+            `serving_default`, `translate_nbest`, `score`); for
+            `translate`, any signature that answers `translation` and
+            `score` (`translate_greedy`, `translate_sample`).
+        version: a version under an export base (default: the newest).
+
+    Raises:
+        ValueError: an unknown task, or an export without the signature
+            asked for (or whose signature answers other outputs).
+        FileNotFoundError: no export there.
+    """
+
+    def __init__(self, model_path, task="translate", signature=None, version=None):
+        if task not in TASKS:
+            raise ValueError(f"`task` must be one of {sorted(TASKS)}. Received: {task!r}")
+        self.task = task
+        default, self.outputs = TASKS[task]
+        self.signature = signature or default
+        self.export_dir = resolve_version_dir(model_path, version)
+        self.session = SessionModel(self.export_dir)
+        try:
+            signature_def = self.session.signature(self.signature)
+        except SignatureNotFound:
+            self.close()
+            raise ValueError(
+                f"The export at {self.export_dir} has no signature {self.signature!r} for "
+                f"--task {task}; it has {sorted(self.session.signatures)}"
+            ) from None
+        missing = sorted(set(self.outputs) - set(signature_def.outputs))
+        if missing:
+            self.close()
+            raise ValueError(
+                f"Signature {self.signature!r} of {self.export_dir} does not answer {missing}, "
+                f"which --task {task} writes"
+            )
+
+    def run(self, records):
+        """The records (dicts with `source`, and `target` for `score`),
+        each with the task's fields added, in order."""
+        if not records:
+            return []
+        inputs = {"text": _utf8([r["source"] for r in records])}
+        if self.task == "score":
+            inputs["translation"] = _utf8([r["target"] for r in records])
+        outputs = self.session.run(self.signature, inputs)
+        return [{**record, **_fields(self.task, outputs, row)}
+                for row, record in enumerate(records)]  # fmt: skip
+
+    def close(self):
+        self.session.close()
+
+
+def length_sorted_batches(records, max_batch_size, window=8):
+    """`records` in batches of at most `max_batch_size`, sorted by source
+    length within windows of `window` batches, so that a batch pads little;
+    each batch is a list of `(index in records, record)`."""
+    if max_batch_size < 1:
+        raise ValueError(f"`max_batch_size` must be at least 1. Received: {max_batch_size}")
+    indexed = list(enumerate(records))
+    span = max_batch_size * window
+    for begin in range(0, len(indexed), span):
+        chunk = sorted(indexed[begin : begin + span], key=lambda item: len(item[1]["source"]))
+        for start in range(0, len(chunk), max_batch_size):
+            yield chunk[start : start + max_batch_size]

@@ -1,0 +1,83 @@
+"""`CorpusOptions`: every setting of `keras-transformer corpus` in one object.
+
+The command derives its flags and their help from this dataclass and
+takes the same keys from `--config FILE`, as `train`, `export` and `serve`
+do. It imports neither TensorFlow nor an engine.
+"""
+
+import dataclasses
+
+from keras_transformer._validation import check_positive_int
+
+TASKS = ("translate", "nbest", "score")
+ENGINES = ("local", "ray")
+
+
+@dataclasses.dataclass
+class CorpusOptions:
+    """The settings of `keras-transformer corpus`; the keys of its `--config`.
+
+    Attributes:
+        model: an export base or one version directory, plain or
+            --jit-compile (required).
+        version: version under an export base; none is the newest.
+        task: translate (each line's translation and score), nbest (the
+            export's n-best list: as many as its beams) or score (the
+            log-probability of each --target line given its --input line).
+        signature: the signature that translates; none is the task's own
+            (serving_default, translate_nbest, score); translate also
+            takes translate_greedy or translate_sample.
+        input: a glob of text files, one sentence a line, plain or .gz,
+            UTF-8 (required).
+        target: with --task score, a glob of their translations, line by
+            line: the files pair with the inputs' in sorted order.
+        output: the prefix of the JSON Lines shards
+            (PREFIX-00000-of-00001.jsonl), one record a line with its file
+            and 0-based line (required).
+        shards: how many output shards the records are dealt into.
+        engine: local (this process) or ray (Ray Data over an actor pool
+            of model holders, on the cluster of --ray-address).
+        max_batch_size: most sentences the model runs at once; sentences
+            are sorted by length within a few batches' worth.
+        workers: with ray, the model holders (one model each).
+        ray_address: with ray, the cluster's HOST:PORT (as ray start
+            printed it); none starts a Ray of this machine alone.
+    """
+
+    model: str | None = None
+    version: int | None = None
+    task: str = dataclasses.field(default="translate", metadata={"choices": TASKS})
+    signature: str | None = None
+    input: str | None = None
+    target: str | None = None
+    output: str | None = None
+    shards: int = 1
+    engine: str = dataclasses.field(default="local", metadata={"choices": ENGINES})
+    max_batch_size: int = 64
+    workers: int = 2
+    ray_address: str | None = None
+
+    def __post_init__(self):
+        for name in ("model", "input", "output"):
+            if not getattr(self, name):
+                raise ValueError(f"corpus needs --{name}")
+        for name, choices in (("task", TASKS), ("engine", ENGINES)):
+            if getattr(self, name) not in choices:
+                raise ValueError(
+                    f"`{name}` must be one of {choices}. Received: {getattr(self, name)!r}"
+                )
+        for name in ("shards", "max_batch_size", "workers"):
+            check_positive_int(name, getattr(self, name))
+        if (self.task == "score") != (self.target is not None):
+            raise ValueError("--target goes with --task score, and --task score needs it")
+        if self.ray_address is not None and self.engine != "ray":
+            raise ValueError("--ray-address goes with --engine ray")
+
+    @classmethod
+    def from_dict(cls, values):
+        """Options from a `--config` file's keys; unknown keys are errors."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"Unknown corpus option(s): {', '.join(unknown)}")
+        return cls(**values)

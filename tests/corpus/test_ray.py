@@ -1,0 +1,64 @@
+"""`--engine ray` on a real two-node Ray cluster on loopback."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from keras_transformer.corpus.records import read_shards
+from keras_transformer.export.local import translate_with_savedmodel
+from tests.processes import environment, free_port, run_python
+
+pytest.importorskip("ray")
+
+# Ray rewrites 127.0.0.1 and localhost to the machine's network address:
+# other loopback addresses keep the cluster on this machine.
+HEAD, WORKER = "127.0.0.2", "127.0.0.3"
+
+
+def _ray(*args, timeout=120):
+    command = [os.path.join(os.path.dirname(sys.executable), "ray"), *args]
+    return subprocess.run(command, env=environment({"RAY_USAGE_STATS_ENABLED": "0"}),
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A head node and one more, each of one CPU; stopped whatever happens."""
+    port = free_port()  # above the worker port range (10002-19999)
+    temp = str(tmp_path_factory.mktemp("ray"))
+    try:
+        head = _ray("start", "--head", f"--node-ip-address={HEAD}", f"--port={port}",
+                    "--num-cpus=1", "--include-dashboard=false", f"--temp-dir={temp}")  # fmt: skip
+        assert head.returncode == 0, head.stderr[-2000:]
+        joined = _ray("start", f"--address={HEAD}:{port}", f"--node-ip-address={WORKER}",
+                      "--num-cpus=1")  # fmt: skip
+        assert joined.returncode == 0, joined.stderr[-2000:]
+        yield f"{HEAD}:{port}"
+    finally:
+        _ray("stop", "--force")
+
+
+SOURCES = [
+    f"The {w} sees the {v}."
+    for w in ("dog", "cat", "girl", "man", "woman", "child")
+    for v in ("bird", "book", "garden")
+] + ["", "A tired teacher gives the red book."]
+
+
+def test_the_job_runs_on_both_nodes_and_equals_one_process(export_base, cluster, tmp_path):
+    (tmp_path / "in.en").write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+    result = run_python(
+        "-m", "keras_transformer.cli", "corpus", "--model", export_base,
+        "--input", str(tmp_path / "*.en"), "--output", str(tmp_path / "out"),
+        "--engine", "ray", "--ray-address", cluster, "--workers", "2",
+        "--max-batch-size", "2", "--shards", "2", timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    workers = dict(re.findall(r"(\w+): (\d+)", result.stderr.rsplit("rows by worker:", 1)[1]))
+    assert len(workers) == 2 and sum(map(int, workers.values())) == len(SOURCES), workers
+    records = read_shards(str(tmp_path / "out"))
+    assert [r["line"] for r in records] == list(range(len(SOURCES)))
+    assert [r["translation"] for r in records] == translate_with_savedmodel(export_base, SOURCES)

@@ -1,0 +1,75 @@
+"""Records in, shards out: every line once, keyed; clear errors; no partial shard."""
+
+import gzip
+import json
+import os
+
+import pytest
+
+from keras_transformer.corpus.records import ShardWriter, read_records, read_shards
+
+
+def _write(path, text, gz=False):
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    with (gzip.open if gz else open)(path, "wb") as f:
+        f.write(data)
+    return str(path)
+
+
+def test_every_line_is_a_record_keyed_by_file_and_line(tmp_path):
+    _write(tmp_path / "b.txt", "Ein Satz.\n\nnoch einer\n")
+    _write(tmp_path / "a.txt.gz", "first\n", gz=True)
+    records = read_records(str(tmp_path / "*"))
+    assert [(os.path.basename(r["file"]), r["line"], r["source"]) for r in records] == [
+        ("a.txt.gz", 0, "first"), ("b.txt", 0, "Ein Satz."), ("b.txt", 1, ""),
+        ("b.txt", 2, "noch einer"),
+    ]  # fmt: skip
+
+
+def test_targets_pair_with_the_inputs_in_sorted_order(tmp_path):
+    for name in ("1.en", "2.en"):
+        _write(tmp_path / name, "a\nb\n")
+    for name in ("1.de", "2.de"):
+        _write(tmp_path / name, f"{name} x\n{name} y\n")
+    records = read_records(str(tmp_path / "*.en"), str(tmp_path / "*.de"))
+    assert [r["target"] for r in records] == ["1.de x", "1.de y", "2.de x", "2.de y"]
+
+
+@pytest.mark.parametrize(
+    "files,target,match",
+    [
+        ({}, None, "--input '.*nothing-\\*' matches no file"),
+        ({"a.en": "x\n"}, "*.de", "--target '.*' matches no file"),
+        ({"a.en": "x\ny\n", "a.de": "x\n"}, "*.de", "a.de has 1 lines and .*a.en 2"),
+        ({"a.en": "x\n", "b.en": "y\n", "a.de": "x\n"}, "*.de", "matches 1 files and --input 2"),
+        ({"a.en": b"ok\n\xff\xfe bad\n"}, None, "a.en: line 2 is not UTF-8"),
+    ],
+)
+def test_bad_input_is_named_in_one_line(tmp_path, files, target, match):
+    for name, text in files.items():
+        _write(tmp_path / name, text)
+    pattern = str(tmp_path / ("*.en" if files else "nothing-*"))
+    with pytest.raises(ValueError, match=match):
+        read_records(pattern, None if target is None else str(tmp_path / target))
+
+
+def test_shards_appear_whole_or_not_at_all(tmp_path):
+    prefix = str(tmp_path / "out" / "job")
+    with ShardWriter(prefix, shards=2) as writer:
+        for i in range(5):
+            writer.write({"file": "f", "line": i, "source": "ü" * i})
+        assert not any(name.endswith(".jsonl") for name in os.listdir(tmp_path / "out"))
+        paths = writer.close()
+    assert [os.path.basename(p) for p in paths] == [
+        "job-00000-of-00002.jsonl", "job-00001-of-00002.jsonl",
+    ]  # fmt: skip
+    with open(paths[0], encoding="utf-8") as f:
+        assert json.loads(f.readline())["source"] == ""
+    assert [r["line"] for r in read_shards(prefix)] == [0, 1, 2, 3, 4]
+    with pytest.raises(FileExistsError, match="another --output"):
+        ShardWriter(prefix)
+    with pytest.raises(RuntimeError):
+        with ShardWriter(str(tmp_path / "failed")) as writer:
+            writer.write({"file": "f", "line": 0})
+            raise RuntimeError("the engine died")
+    assert os.listdir(tmp_path) == ["out"]  # nothing of the failed job is left
