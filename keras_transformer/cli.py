@@ -94,7 +94,17 @@ def _config_parser(sub, command, help_text, config_cls, keys, run_command):
         help=f"YAML or JSON file of {keys} keys; the flags given override it (default: none)",
     )
     _add_config_flags(p, config_cls)
-    p.set_defaults(run_command=run_command)
+    p.set_defaults(run_command=run_command, config_cls=config_cls)
+
+
+def _options(args):
+    """The options object of a command whose flags are a dataclass's,
+    checked before Keras loads (its module imports neither Keras nor
+    TensorFlow), so that a missing or bad value costs no second."""
+    config_cls = getattr(args, "config_cls", None)
+    if config_cls is None or not getattr(config_cls, "CHECKED_BEFORE_KERAS", False):
+        return None
+    return config_cls.from_dict(_config_values(args, config_cls))
 
 
 def _train_parser(sub):
@@ -141,9 +151,8 @@ def _corpus_parser(sub):
 
 def _corpus(args):
     from keras_transformer.corpus.job import run_corpus
-    from keras_transformer.corpus.options import CorpusOptions
 
-    summary = run_corpus(CorpusOptions.from_dict(_config_values(args, CorpusOptions)))
+    summary = run_corpus(args.options)
     for path in summary["shards"]:
         print(path)
     workers = ", ".join(f"{w}: {n}" for w, n in sorted(summary["rows_by_worker"].items()))
@@ -213,9 +222,9 @@ def _plot(args):
 
 
 def _export(args):
-    from keras_transformer.export.options import ExportOptions, export
+    from keras_transformer.export.options import export
 
-    options = ExportOptions.from_dict(_config_values(args, ExportOptions))
+    options = args.options
     path = export(options)
     print(path)
     if options.jit_compile:
@@ -522,8 +531,9 @@ def main(argv=None):
     _set_up_process(argv)
     parser = build_parser()
     args = parser.parse_args(argv)  # --help and flag errors end here, Keras unloaded
-    _load_keras()
     try:
+        args.options = _options(args)
+        _load_keras()
         args.run_command(args)
     except (ValueError, OSError) as error:  # FileNotFoundError and the like included
         if not _is_user_error(error):

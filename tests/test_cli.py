@@ -222,7 +222,7 @@ def test_tune_without_its_required_keys_is_one_line(capsys):
         (["--quantization", "int8"], "--quantization applies to --format ctranslate2 only"),
         (["--format", "ctranslate2", "--jit-compile"], "--jit-compile applies to --format"),
         (["--batch-sizes", "1,0"], "expected positive ints"),
-        (["--batch-sizes", "8"], "--batch-sizes and --lengths are the shapes of --jit-compile"),
+        (["--batch-sizes", "8"], "are the shapes of `jit_compile=True` (--jit-compile) only"),
         (["--beam-size", "0"], "`beam_size` must be at least 1"),
     ],
 )

@@ -44,6 +44,9 @@ class CorpusOptions:
             printed it); none starts a Ray of this machine alone.
     """
 
+    # Checked by the command line before Keras loads.
+    CHECKED_BEFORE_KERAS = True
+
     model: str | None = None
     version: int | None = None
     task: str = dataclasses.field(default="translate", metadata={"choices": TASKS})

@@ -58,6 +58,9 @@ class ExportOptions:
         quantization: with format ctranslate2, the weights' type.
     """
 
+    # Checked by the command line before Keras loads.
+    CHECKED_BEFORE_KERAS = True
+
     run: str | None = None
     export_base: str | None = None
     version: int | None = None
@@ -130,7 +133,10 @@ class ExportOptions:
 def check_compiled_shapes(jit_compile, batch_sizes, lengths):
     """Refuses compiled shapes without `jit_compile`."""
     if not jit_compile and (batch_sizes or lengths):
-        raise ValueError("--batch-sizes and --lengths are the shapes of --jit-compile only")
+        raise ValueError(
+            "`batch_sizes` and `lengths` (--batch-sizes, --lengths) are the shapes of "
+            "`jit_compile=True` (--jit-compile) only"
+        )
 
 
 def _positive_ints(name, value):

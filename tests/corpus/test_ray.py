@@ -2,8 +2,10 @@
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -62,3 +64,36 @@ def test_the_job_runs_on_both_nodes_and_equals_one_process(export_base, cluster,
     records = read_shards(str(tmp_path / "out"))
     assert [r["line"] for r in records] == list(range(len(SOURCES)))
     assert [r["translation"] for r in records] == translate_with_savedmodel(export_base, SOURCES)
+
+
+def test_a_worker_killed_mid_job_is_retried_with_no_duplicate(export_base, cluster, tmp_path):
+    import psutil
+
+    from tests.processes import start_python
+
+    sources = [f"{s} ({i})" for i in range(6) for s in SOURCES[:18]]  # 108 lines
+    (tmp_path / "in.en").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    job = start_python(
+        "-m", "keras_transformer.cli", "corpus", "--model", export_base,
+        "--input", str(tmp_path / "*.en"), "--output", str(tmp_path / "out"),
+        "--engine", "ray", "--ray-address", cluster, "--workers", "2", "--max-batch-size", "1",
+    )  # fmt: skip
+    killed = None
+    deadline = time.monotonic() + 300
+    while killed is None and job.poll() is None and time.monotonic() < deadline:
+        # A holder's process title names the method it runs: kill one
+        # that has loaded its model and answers lines.
+        working = [p for p in psutil.process_iter(["cmdline"])
+                   if "MapBatches(_ModelHolder)" in " ".join(p.info["cmdline"] or ())
+                   and "__init__" not in " ".join(p.info["cmdline"])]  # fmt: skip
+        if working and not list(tmp_path.glob("out*.jsonl")):
+            time.sleep(1.0)
+            killed = working[0].pid
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.2)
+    output = job.communicate(timeout=600)[0]
+    assert killed is not None, output[-3000:]
+    assert job.returncode == 0, output[-3000:]
+    records = read_shards(str(tmp_path / "out"))
+    assert [r["line"] for r in records] == list(range(len(sources)))  # each line once
+    assert [r["source"] for r in records] == sources

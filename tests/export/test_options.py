@@ -50,7 +50,7 @@ def test_batch_sizes_read_as_the_command_line_gives_them(text, expected):
         ({"sampling_topp": 0.0}, "sampling_topp"),
         ({"sampling_temperature": 0.0}, "sampling_temperature"),
         ({"jit_compile": True, "batch_sizes": "1,x"}, "positive ints"),
-        ({"lengths": [16]}, "shapes of --jit-compile"),
+        ({"lengths": [16]}, "shapes of `jit_compile=True`"),
         ({"format": "ctranslate2", "jit_compile": True}, "--jit-compile applies to --format"),
         ({"format": "ctranslate2", "lengths": [8]}, "--lengths applies to --format"),
         ({"quantization": "int8"}, "--quantization applies to --format ctranslate2"),
@@ -69,5 +69,5 @@ def test_ctranslate2_takes_a_quantization():
 
 def test_the_python_export_checks_the_same_shapes():
     check_compiled_shapes(True, [1], [16])
-    with pytest.raises(ValueError, match="shapes of --jit-compile"):
+    with pytest.raises(ValueError, match="shapes of `jit_compile=True`"):
         check_compiled_shapes(False, None, [16])
