@@ -88,8 +88,11 @@ def test_a_worker_killed_mid_job_is_retried_with_no_duplicate(export_base, clust
                    and "__init__" not in " ".join(p.info["cmdline"])]  # fmt: skip
         if working and not list(tmp_path.glob("out*.jsonl")):
             time.sleep(1.0)
-            killed = working[0].pid
-            os.kill(killed, signal.SIGKILL)
+            try:
+                os.kill(working[0].pid, signal.SIGKILL)
+                killed = working[0].pid
+            except ProcessLookupError:  # gone meanwhile: find another
+                pass
         time.sleep(0.2)
     output = job.communicate(timeout=600)[0]
     assert killed is not None, output[-3000:]
