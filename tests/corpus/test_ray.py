@@ -3,44 +3,23 @@
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from keras_transformer.corpus.records import read_shards
 from keras_transformer.export.local import translate_with_savedmodel
-from tests.processes import environment, free_port, run_python
+from tests.corpus.cluster import loopback_cluster
+from tests.processes import run_python
 
 pytest.importorskip("ray")
-
-# Ray rewrites 127.0.0.1 and localhost to the machine's network address:
-# other loopback addresses keep the cluster on this machine.
-HEAD, WORKER = "127.0.0.2", "127.0.0.3"
-
-
-def _ray(*args, timeout=120):
-    command = [os.path.join(os.path.dirname(sys.executable), "ray"), *args]
-    return subprocess.run(command, env=environment({"RAY_USAGE_STATS_ENABLED": "0"}),
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A head node and one more, each of one CPU; stopped whatever happens."""
-    port = free_port()  # above the worker port range (10002-19999)
-    temp = str(tmp_path_factory.mktemp("ray"))
-    try:
-        head = _ray("start", "--head", f"--node-ip-address={HEAD}", f"--port={port}",
-                    "--num-cpus=1", "--include-dashboard=false", f"--temp-dir={temp}")  # fmt: skip
-        assert head.returncode == 0, head.stderr[-2000:]
-        joined = _ray("start", f"--address={HEAD}:{port}", f"--node-ip-address={WORKER}",
-                      "--num-cpus=1")  # fmt: skip
-        assert joined.returncode == 0, joined.stderr[-2000:]
-        yield f"{HEAD}:{port}"
-    finally:
-        _ray("stop", "--force")
+    with loopback_cluster(nodes=2, cpus=1, temp_dir=str(tmp_path_factory.mktemp("ray"))) as head:
+        yield head
 
 
 SOURCES = [

@@ -1,0 +1,107 @@
+"""Throughput of `keras-transformer corpus`: one process against Ray's workers.
+
+Translates the same Multi30k sentences (the first `--lines` of the
+training set's English side, repeated if it is shorter) with an export:
+
+- `local`: `corpus --engine local`, one process, one model;
+- `ray 1`: `--engine ray` on a Ray cluster of one node of one CPU, one
+  model holder;
+- `ray 2`: on a cluster of two nodes of one CPU each, two holders.
+
+Each run is a fresh `keras-transformer corpus` process (its model loads
+included; its start is timed apart, on a one-line corpus), on a loopback
+cluster (`tests/corpus/cluster.py`, 127.0.0.2 and .3). Prints, per engine,
+the seconds, sentences per second with and without the start, and the
+scaling from one Ray worker to two.
+
+    .venv/bin/python benchmarks/corpus.py --model exports/demo --data "$DATA" \\
+        [--lines 10000] [--engines local,ray1,ray2] [--max-batch-size 64]
+"""
+
+import argparse
+import contextlib
+import gzip
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from multi30k_data import add_data_argument  # noqa: E402
+
+ENGINES = {"local": ("local", 0), "ray1": ("ray", 1), "ray2": ("ray", 2)}
+
+
+def _sentences(data, lines):
+    with gzip.open(os.path.join(data, "train.en.gz"), "rt", encoding="utf-8") as f:
+        text = [line.rstrip("\n") for line in f]
+    return [text[i % len(text)] for i in range(lines)]
+
+
+def _job(model, path, output, engine, workers, address, max_batch_size):
+    command = [sys.executable, "-m", "keras_transformer.cli", "corpus", "--model", model,
+               "--input", path, "--output", output, "--engine", engine,
+               "--max-batch-size", str(max_batch_size)]  # fmt: skip
+    if engine == "ray":
+        command += ["--ray-address", address, "--workers", str(workers)]
+    began = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    if result.returncode != 0:
+        raise SystemExit(f"{engine}: {result.stderr[-2000:]}")
+    return time.monotonic() - began
+
+
+def main():
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
+    parser.add_argument("--model", required=True, help="an export base or version directory")
+    add_data_argument(parser)
+    parser.add_argument("--lines", type=int, default=10_000, help="sentences translated")
+    parser.add_argument("--engines", default="local,ray1,ray2",
+                        help=f"comma-separated, of {', '.join(ENGINES)}")  # fmt: skip
+    parser.add_argument("--max-batch-size", type=int, default=64)
+    args = parser.parse_args()
+    engines = args.engines.split(",")
+    unknown = sorted(set(engines) - set(ENGINES))
+    if unknown:
+        parser.error(f"unknown engines {unknown}; choose from {list(ENGINES)}")
+
+    from tests.corpus.cluster import loopback_cluster
+
+    folder = tempfile.mkdtemp(prefix="corpus_bench_")
+    corpus, one = os.path.join(folder, "corpus.en"), os.path.join(folder, "one.en")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write("\n".join(_sentences(args.data, args.lines)) + "\n")
+    with open(one, "w", encoding="utf-8") as f:
+        f.write("A dog runs.\n")
+    rows = {}
+    for name in engines:
+        engine, nodes = ENGINES[name]
+        with (
+            loopback_cluster(nodes=nodes, cpus=1) if nodes else contextlib.nullcontext() as address
+        ):
+            workers = max(nodes, 1)
+            start = _job(args.model, one, os.path.join(folder, f"{name}-start"), engine,
+                         workers, address, args.max_batch_size)  # fmt: skip
+            whole = _job(args.model, corpus, os.path.join(folder, name), engine, workers,
+                         address, args.max_batch_size)  # fmt: skip
+        rows[name] = (whole, start)
+        print(f"{name}: {whole:.1f} s ({start:.1f} s of it the start)", flush=True)
+    print("| engine | seconds | sentences/s | sentences/s after the start |")
+    print("| --- | --- | --- | --- |")
+    for name, (whole, start) in rows.items():
+        print(f"| {name} | {whole:.1f} | {args.lines / whole:.1f} "
+              f"| {args.lines / max(whole - start, 1e-9):.1f} |")  # fmt: skip
+    if "ray1" in rows and "ray2" in rows:
+        (one_whole, one_start), (two_whole, two_start) = rows["ray1"], rows["ray2"]
+        print(
+            f"two workers / one: {one_whole / two_whole:.2f}x; after the start "
+            f"{(one_whole - one_start) / (two_whole - two_start):.2f}x (target >= 1.6)"
+        )
+
+
+if __name__ == "__main__":
+    main()

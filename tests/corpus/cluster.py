@@ -1,0 +1,44 @@
+"""A real Ray cluster of this machine on loopback, for the tests and the
+corpus benchmark.
+
+Ray rewrites 127.0.0.1 and `localhost` to the machine's network address:
+its nodes here bind 127.0.0.2, 127.0.0.3, ... explicitly, so that the
+cluster stays on this machine.
+"""
+
+import contextlib
+import os
+import subprocess
+import sys
+
+from tests.processes import environment, free_port
+
+
+def _ray(*args, timeout=120):
+    command = [os.path.join(os.path.dirname(sys.executable), "ray"), *args]
+    return subprocess.run(command, env=environment({"RAY_USAGE_STATS_ENABLED": "0"}),
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+@contextlib.contextmanager
+def loopback_cluster(nodes=2, cpus=1, temp_dir=None):
+    """Starts a head node at 127.0.0.2 and `nodes - 1` more at 127.0.0.3,
+    ..., each of `cpus` CPUs; yields the head's `HOST:PORT`; stops every
+    Ray process of this machine on leaving, whatever happened."""
+    port = free_port()  # above Ray's worker port range (10002-19999)
+    head = ["start", "--head", "--node-ip-address=127.0.0.2", f"--port={port}",
+            f"--num-cpus={cpus}", "--include-dashboard=false"]  # fmt: skip
+    if temp_dir is not None:
+        head.append(f"--temp-dir={temp_dir}")
+    try:
+        started = _ray(*head)
+        if started.returncode != 0:
+            raise RuntimeError(f"ray start --head failed: {started.stderr[-2000:]}")
+        for node in range(1, nodes):
+            address = f"--node-ip-address=127.0.0.{2 + node}"
+            joined = _ray("start", f"--address=127.0.0.2:{port}", address, f"--num-cpus={cpus}")
+            if joined.returncode != 0:
+                raise RuntimeError(f"ray start (node {node + 1}) failed: {joined.stderr[-2000:]}")
+        yield f"127.0.0.2:{port}"
+    finally:
+        _ray("stop", "--force")
