@@ -8,8 +8,10 @@ cluster stays on this machine.
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from tests.processes import environment, free_port
 
@@ -21,15 +23,16 @@ def _ray(*args, timeout=120):
 
 
 @contextlib.contextmanager
-def loopback_cluster(nodes=2, cpus=1, temp_dir=None):
+def loopback_cluster(nodes=2, cpus=1):
     """Starts a head node at 127.0.0.2 and `nodes - 1` more at 127.0.0.3,
     ..., each of `cpus` CPUs; yields the head's `HOST:PORT`; stops every
     Ray process of this machine on leaving, whatever happened."""
     port = free_port()  # above Ray's worker port range (10002-19999)
+    # Ray's sockets live under its temporary folder, and a socket's path
+    # holds at most 107 bytes: a pytest folder is too deep for it.
+    temp = tempfile.mkdtemp(prefix="kt-ray-", dir="/tmp")
     head = ["start", "--head", "--node-ip-address=127.0.0.2", f"--port={port}",
-            f"--num-cpus={cpus}", "--include-dashboard=false"]  # fmt: skip
-    if temp_dir is not None:
-        head.append(f"--temp-dir={temp_dir}")
+            f"--num-cpus={cpus}", "--include-dashboard=false", f"--temp-dir={temp}"]  # fmt: skip
     try:
         started = _ray(*head)
         if started.returncode != 0:
@@ -42,3 +45,4 @@ def loopback_cluster(nodes=2, cpus=1, temp_dir=None):
         yield f"127.0.0.2:{port}"
     finally:
         _ray("stop", "--force")
+        shutil.rmtree(temp, ignore_errors=True)

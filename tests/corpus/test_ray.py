@@ -16,9 +16,9 @@ pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster():
     """A head node and one more, each of one CPU; stopped whatever happens."""
-    with loopback_cluster(nodes=2, cpus=1, temp_dir=str(tmp_path_factory.mktemp("ray"))) as head:
+    with loopback_cluster(nodes=2, cpus=1) as head:
         yield head
 
 
