@@ -69,6 +69,12 @@ def shard_paths(prefix, shards):
     return [f"{prefix}-{i:05d}-of-{shards:05d}.jsonl" for i in range(shards)]
 
 
+def _shards_of(prefix):
+    """The shard files of exactly `prefix` (not of `PREFIX-more`)."""
+    digits = "[0-9]" * 5
+    return sorted(glob.glob(f"{glob.escape(prefix)}-{digits}-of-{digits}.jsonl"))
+
+
 class ShardWriter:
     """Writes records to `shards` JSON Lines files, record `i` of the job
     into shard `i % shards`; `close()` renames them into place, `abort()`
@@ -83,7 +89,7 @@ class ShardWriter:
         if shards < 1:
             raise ValueError(f"`shards` must be at least 1. Received: {shards}")
         self.paths = shard_paths(prefix, shards)
-        taken = [p for p in glob.glob(f"{prefix}-*-of-*.jsonl")]
+        taken = _shards_of(prefix)
         if taken:
             raise FileExistsError(f"{taken[0]} exists: give another --output prefix")
         folder = os.path.dirname(os.path.abspath(prefix))
@@ -125,7 +131,7 @@ class ShardWriter:
 def read_shards(prefix):
     """Every record of the shards of `prefix`, sorted by file and line."""
     records = []
-    for path in sorted(glob.glob(f"{prefix}-*-of-*.jsonl")):
+    for path in _shards_of(prefix):
         with open(path, encoding="utf-8") as f:
             records.extend(json.loads(line) for line in f)
     return sorted(records, key=lambda r: (r["file"], r["line"]))

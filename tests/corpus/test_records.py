@@ -68,6 +68,10 @@ def test_shards_appear_whole_or_not_at_all(tmp_path):
     assert [r["line"] for r in read_shards(prefix)] == [0, 1, 2, 3, 4]
     with pytest.raises(FileExistsError, match="another --output"):
         ShardWriter(prefix)
+    with ShardWriter(prefix + "-more") as other:  # a longer prefix is another job's
+        other.write({"file": "g", "line": 0})
+        other.close()
+    assert len(read_shards(prefix)) == 5 and len(read_shards(prefix + "-more")) == 1
     with pytest.raises(RuntimeError):
         with ShardWriter(str(tmp_path / "failed")) as writer:
             writer.write({"file": "f", "line": 0})
