@@ -163,7 +163,10 @@ def transformer_spec(model, source_pieces, target_pieces):
         )
     else:  # tied: the output projection is the embedding matrix
         decoder.projection.weight = _array(model.target_embedding.embeddings)
-        decoder.projection.bias = np.zeros([model.target_vocab_size], np.float32)
+        bias = model.logits_bias
+        decoder.projection.bias = (
+            _array(bias) if bias is not None else np.zeros([model.target_vocab_size], np.float32)
+        )
 
     spec.register_source_vocabulary(list(source_pieces))
     spec.register_target_vocabulary(list(target_pieces))

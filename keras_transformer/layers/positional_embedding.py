@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer._validation import check_positive_int
-from keras_transformer.layers.position_encoding import sinusoidal_position_encoding
+from keras_transformer.layers.position_encoding import LAYOUTS, sinusoidal_position_encoding
 
 _ENCODINGS = ("sinusoidal", "learned")
 
@@ -27,6 +27,9 @@ class PositionalEmbedding(keras.layers.Layer):
         position_encoding: `"sinusoidal"` (the paper's fixed encoding) or
             `"learned"` (a trained position embedding).
         scale_embeddings: multiply token embeddings by `sqrt(d_model)`.
+        position_layout: channel order of the sinusoidal table:
+            `"interleaved"` (the paper's sines and cosines alternating) or
+            `"halves"` (all sines, then all cosines: Marian's, fairseq's).
         mask_zero: whether id 0 is padding and masked.
         **kwargs: base layer arguments.
 
@@ -52,6 +55,7 @@ class PositionalEmbedding(keras.layers.Layer):
         position_encoding="sinusoidal",
         scale_embeddings=True,
         mask_zero=True,
+        position_layout="interleaved",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -66,7 +70,13 @@ class PositionalEmbedding(keras.layers.Layer):
                 f"`position_encoding` must be one of {_ENCODINGS}. "
                 f"Received: position_encoding={position_encoding!r}"
             )
+        if position_layout not in LAYOUTS:
+            raise ValueError(
+                f"`position_layout` must be one of {LAYOUTS}. "
+                f"Received: position_layout={position_layout!r}"
+            )
         self.vocab_size = vocab_size
+        self.position_layout = position_layout
         self.d_model = d_model
         self.max_length = max_length
         self.position_encoding = position_encoding
@@ -96,7 +106,9 @@ class PositionalEmbedding(keras.layers.Layer):
             )
             self.position_embedding.build((None,))
         else:
-            self._encoding_table = sinusoidal_position_encoding(self.max_length, self.d_model)
+            self._encoding_table = sinusoidal_position_encoding(
+                self.max_length, self.d_model, layout=self.position_layout
+            )
         self._held_table = None
 
     @property
@@ -190,5 +202,6 @@ class PositionalEmbedding(keras.layers.Layer):
             "position_encoding": self.position_encoding,
             "scale_embeddings": self.scale_embeddings,
             "mask_zero": self.mask_zero,
+            "position_layout": self.position_layout,
         }
         return {**super().get_config(), **config}

@@ -56,6 +56,18 @@ class Transformer(keras.Model):
             subword vocabulary), as in the paper.
         activation: feed-forward activation.
         position_encoding: `"sinusoidal"` or `"learned"`.
+        position_layout: channel order of the sinusoidal table,
+            `"interleaved"` (the paper's) or `"halves"` (Marian's).
+        scale_embeddings: multiply token embeddings by `sqrt(d_model)`, as
+            the paper (Marian: `scale_embedding`).
+        tie_output_embeddings: the output projection is the transposed
+            target embedding; implied by `share_embeddings`, and usable
+            with separate source and target vocabularies (Marian's
+            `decoder_vocab_size`). None (default) follows
+            `share_embeddings`.
+        output_bias: add a trained bias to the tied output projection
+            (Marian's `final_logits_bias`); an untied projection always
+            has one.
         layer_norm_epsilon: epsilon of every layer norm.
         kernel_initializer: initializer of the blocks' kernels.
         bias_initializer: initializer of the blocks' biases.
@@ -90,6 +102,10 @@ class Transformer(keras.Model):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         attention_dropout=None,
+        position_layout="interleaved",
+        scale_embeddings=True,
+        tie_output_embeddings=None,
+        output_bias=False,
         **kwargs,
     ):
         renamed = _renames.pop_renamed(kwargs, RENAMED_ARGUMENTS, "Transformer")
@@ -104,7 +120,18 @@ class Transformer(keras.Model):
                 f"target. Received: source_vocab_size={source_vocab_size}, "
                 f"target_vocab_size={target_vocab_size}"
             )
+        if tie_output_embeddings is None:
+            tie_output_embeddings = share_embeddings
+        if share_embeddings and not tie_output_embeddings:
+            raise ValueError(
+                "`share_embeddings=True` ties the output projection too; "
+                "`tie_output_embeddings=False` contradicts it"
+            )
         self.num_layers = num_layers
+        self.position_layout = position_layout
+        self.scale_embeddings = scale_embeddings
+        self.tie_output_embeddings = bool(tie_output_embeddings)
+        self.output_bias = bool(output_bias)
         self.d_model = d_model
         self.num_heads = num_heads
         self.dff = dff
@@ -127,6 +154,8 @@ class Transformer(keras.Model):
                 d_model,
                 max_length=max_length,
                 position_encoding=position_encoding,
+                position_layout=position_layout,
+                scale_embeddings=scale_embeddings,
                 dtype=self.dtype_policy,
                 name=name,
             )
@@ -157,7 +186,7 @@ class Transformer(keras.Model):
         self.encoder = Encoder(name="encoder", **blocks)
         self.decoder = Decoder(name="decoder", **blocks)
         self.output_projection = None
-        if not share_embeddings:
+        if not self.tie_output_embeddings:
             self.output_projection = keras.layers.Dense(
                 target_vocab_size, dtype=self.dtype_policy, name="output_projection"
             )
@@ -181,7 +210,13 @@ class Transformer(keras.Model):
         for layer, shapes in builds:
             if not layer.built:
                 layer.build(*shapes)
+        if self.output_bias and self.tie_output_embeddings and self.logits_bias is None:
+            self.logits_bias = self.add_weight(
+                shape=(self.target_vocab_size,), initializer="zeros", name="output_bias"
+            )
         self.built = True
+
+    logits_bias = None  # the tied projection's bias, with `output_bias=True`
 
     @classmethod
     def from_preset(cls, name, source_vocab_size, target_vocab_size, **overrides):
@@ -224,6 +259,8 @@ class Transformer(keras.Model):
         else:
             embeddings = ops.cast(self.target_embedding.embeddings, hidden.dtype)
             logits = ops.matmul(rows, ops.transpose(embeddings))
+            if self.logits_bias is not None:
+                logits = logits + ops.cast(self.logits_bias, logits.dtype)
         # The softmax and loss need float32 under mixed precision.
         return ops.cast(restore(logits), "float32")
 
@@ -382,6 +419,10 @@ class Transformer(keras.Model):
             "share_embeddings": self.share_embeddings,
             "activation": keras.activations.serialize(keras.activations.get(self.activation)),
             "position_encoding": self.position_encoding,
+            "position_layout": self.position_layout,
+            "scale_embeddings": self.scale_embeddings,
+            "tie_output_embeddings": self.tie_output_embeddings,
+            "output_bias": self.output_bias,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),

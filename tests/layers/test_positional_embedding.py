@@ -19,6 +19,19 @@ def test_sinusoidal_embedding_matches_formula(scale, start_index):
 
 
 @pytest.mark.parametrize("start_index", [0, 3, "tensor"])
+def test_halves_layout_adds_the_reordered_table(start_index):
+    layer = PositionalEmbedding(20, 8, max_length=16, position_layout="halves")
+    ids = np.array([[3, 4, 5, 0]])
+    start = keras.ops.convert_to_tensor(2) if start_index == "tensor" else start_index
+    first = 2 if start_index == "tensor" else start_index
+    out = np.array(layer(ids, start_index=start))
+    pe = reference.position_encoding(16, 8)[first : first + 4][:, [0, 2, 4, 6, 1, 3, 5, 7]]
+    np.testing.assert_allclose(out, np.array(layer.embeddings)[ids] * np.sqrt(8) + pe, atol=1e-5)
+    restored = PositionalEmbedding.from_config(layer.get_config())
+    assert restored.position_layout == "halves"
+
+
+@pytest.mark.parametrize("start_index", [0, 3, "tensor"])
 def test_a_held_table_gives_the_same_encodings(start_index):
     layer = PositionalEmbedding(20, 8, max_length=16)
     ids = np.array([[3, 4, 5, 0], [7, 1, 0, 0]])
@@ -126,6 +139,7 @@ def test_too_long_sequence_is_a_clear_error():
         (dict(vocab_size=4, d_model=None), "d_model"),
         (dict(vocab_size=4, d_model=4, max_length=0), "max_length"),
         (dict(vocab_size=4, d_model=4, position_encoding="rotary"), "position_encoding"),
+        (dict(vocab_size=4, d_model=4, position_layout="odd"), "position_layout"),
     ],
 )
 def test_invalid_arguments(kwargs, match):

@@ -86,6 +86,73 @@ def test_encode_and_decode_compose_to_call(rng):
     np.testing.assert_allclose(logits, model((src, tgt)), atol=1e-6)
 
 
+def _hidden_and_logits(model, src, tgt):
+    """The decoder's last hidden states, through the model's own layers."""
+    encoded = model.encode(src, training=False)
+    x = model.target_embedding(tgt)
+    hidden = model.decoder(
+        x, encoded, inputs_mask=tgt != 0, encoder_outputs_mask=src != 0, training=False
+    )
+    return np.array(hidden), np.array(model((src, tgt), training=False))
+
+
+@pytest.mark.parametrize("output_bias", [False, True])
+def test_tied_output_with_separate_vocabularies(rng, output_bias):
+    model = _model(tie_output_embeddings=True, output_bias=output_bias)
+    src, tgt = _batch(rng)
+    model((src, tgt))
+    assert model.output_projection is None
+    assert model.source_embedding is not model.target_embedding
+    names = [w.path for w in model.weights]
+    assert any("output_bias" in n for n in names) == output_bias
+    if output_bias:
+        model.logits_bias.assign(rng.normal(size=TGT_VOCAB).astype("float32"))
+    hidden, logits = _hidden_and_logits(model, src, tgt)
+    expected = hidden @ np.array(model.target_embedding.embeddings).T
+    if output_bias:
+        expected = expected + np.array(model.logits_bias)
+    np.testing.assert_allclose(logits, expected, atol=1e-4)
+
+
+def test_output_bias_with_shared_embeddings_shifts_every_logit(rng):
+    model = Transformer(
+        2, 32, 4, 64, SRC_VOCAB, SRC_VOCAB, share_embeddings=True, output_bias=True
+    )
+    src, tgt = _batch(rng)
+    tgt = tgt % SRC_VOCAB
+    before = np.array(model((src, tgt), training=False))
+    bias = rng.normal(size=SRC_VOCAB).astype("float32")
+    model.logits_bias.assign(bias)
+    np.testing.assert_allclose(np.array(model((src, tgt), training=False)) - before,
+                               np.broadcast_to(bias, before.shape), atol=1e-4)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(position_layout="halves", scale_embeddings=False, activation="silu"),
+        dict(tie_output_embeddings=True, output_bias=True, layer_norm_epsilon=1e-5),
+    ],
+)
+def test_marian_options_round_trip_their_config(rng, options):
+    model = _model(**options)
+    src, tgt = _batch(rng)
+    logits = np.array(model((src, tgt), training=False))
+    config = model.get_config()
+    for key, value in options.items():
+        assert config[key] == value
+    restored = Transformer.from_config(config)
+    restored((src, tgt))
+    restored.set_weights(model.get_weights())
+    np.testing.assert_allclose(restored((src, tgt), training=False), logits, atol=1e-6)
+    assert restored.target_embedding.position_layout == model.target_embedding.position_layout
+
+
+def test_shared_embeddings_cannot_untie_the_output():
+    with pytest.raises(ValueError, match="tie_output_embeddings=False"):
+        Transformer(1, 8, 2, 16, 10, 10, share_embeddings=True, tie_output_embeddings=False)
+
+
 def test_save_and_load_in_a_fresh_process(tmp_path, rng):
     model = _model(norm_first=True)
     src, tgt = _batch(rng)
