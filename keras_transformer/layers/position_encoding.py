@@ -2,7 +2,6 @@
 
 import numpy as np
 
-
 LAYOUTS = ("interleaved", "halves")
 
 

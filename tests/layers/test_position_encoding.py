@@ -27,7 +27,10 @@ def test_invalid_arguments(length, depth, match):
 def _marian_table(length, depth):
     """Marian's table as `transformers` builds it: `[sin | cos]` halves."""
     angles = np.array(
-        [[pos / np.power(10000, 2 * (j // 2) / depth) for j in range(depth)] for pos in range(length)]
+        [
+            [pos / np.power(10000, 2 * (j // 2) / depth) for j in range(depth)]
+            for pos in range(length)
+        ]
     )
     sentinel = depth // 2 if depth % 2 == 0 else depth // 2 + 1
     table = np.zeros((length, depth))

@@ -115,9 +115,7 @@ def test_tied_output_with_separate_vocabularies(rng, output_bias):
 
 
 def test_output_bias_with_shared_embeddings_shifts_every_logit(rng):
-    model = Transformer(
-        2, 32, 4, 64, SRC_VOCAB, SRC_VOCAB, share_embeddings=True, output_bias=True
-    )
+    model = Transformer(2, 32, 4, 64, SRC_VOCAB, SRC_VOCAB, share_embeddings=True, output_bias=True)
     src, tgt = _batch(rng)
     tgt = tgt % SRC_VOCAB
     before = np.array(model((src, tgt), training=False))
