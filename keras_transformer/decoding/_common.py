@@ -10,17 +10,50 @@ from keras_transformer._validation import check_positive_int
 NEG_INF = -1.0e9
 
 
-def length_penalty(length, alpha):
-    """GNMT length penalty `((5 + length) / 6) ** alpha` (Wu et al., 2016)."""
-    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+# The forms of the length penalty a hypothesis' log-probability is divided by.
+PENALTIES = ("gnmt", "power")
 
 
-def check_arguments(beam_size, max_length, end_id, alpha):
+def length_penalty(length, alpha, form="gnmt"):
+    """The length penalty of `length` tokens (the end token included).
+
+    `"gnmt"`: `((5 + length) / 6) ** alpha` (Wu et al., 2016; tensor2tensor,
+    OpenNMT). `"power"`: `length ** alpha`, the form of Hugging Face's
+    `generate()` (`length_penalty`) and of CTranslate2.
+    """
+    length = tf.cast(length, tf.float32)
+    if form == "power":
+        return tf.pow(tf.maximum(length, 1.0), alpha)
+    return tf.pow((5.0 + length) / 6.0, alpha)
+
+
+def restrict(log_probs, index, max_length, end_id, banned_id=None, forced_end=False):
+    """Applies the searches' rules to one step's log-probabilities.
+
+    As `generate()`'s logits processors, after the softmax: `banned_id` (the
+    padding token) is never chosen; with `forced_end`, the last step
+    (`index == max_length - 1`) can only end, at no cost (log-probability
+    0), as `forced_eos_token_id` does.
+    """
+    vocab = tf.shape(log_probs)[-1]
+    if banned_id is not None:
+        log_probs = tf.where(tf.range(vocab) == banned_id, NEG_INF, log_probs)
+    if forced_end:
+        forced = tf.where(tf.range(vocab) == end_id, 0.0, NEG_INF)
+        log_probs = tf.where(index >= max_length - 1, forced, log_probs)
+    return log_probs
+
+
+def check_arguments(beam_size, max_length, end_id, alpha, penalty="gnmt"):
     """Validates the search arguments; returns them with the ints as Python ints.
 
     NumPy integers are accepted (sizes and ids often come from arrays):
     the loop's static shapes need plain ints.
     """
+    if penalty not in PENALTIES:
+        raise ValueError(
+            f"`length_penalty` must be one of {PENALTIES}. Received: length_penalty={penalty!r}"
+        )
     beam_size, max_length, end_id = (as_int(v) for v in (beam_size, max_length, end_id))
     for name, value in (("beam_size", beam_size), ("max_length", max_length)):
         check_positive_int(name, value)

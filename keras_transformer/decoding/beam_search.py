@@ -27,6 +27,7 @@ class BeamState(NamedTuple):
     finished_seqs: Any  # [batch, beams, max_length] int32
     finished_scores: Any  # [batch, beams] float32: length-normalized
     finished_flags: Any  # [batch, beams] bool: whether the slot holds a hypothesis
+    done: Any  # [batch] bool: the row's finished set can no longer improve
     state: Any  # the step function's state, leading dimension batch * beams
 
     @classmethod
@@ -42,6 +43,7 @@ class BeamState(NamedTuple):
             finished_seqs=tf.TensorShape([None, beams, max_length]),
             finished_scores=tf.TensorShape([None, beams]),
             finished_flags=tf.TensorShape([None, beams]),
+            done=tf.TensorShape([None]),
             # Static inner axes (cache length, heads, width) let every op of
             # the step see its shapes: no shape reads, folded constants.
             state=tf.nest.map_structure(
@@ -69,6 +71,9 @@ def beam_search(
     alpha=0.6,
     grow_state=None,
     grow_lengths=None,
+    length_penalty="gnmt",
+    banned_id=None,
+    forced_end=False,
 ):
     """Finds the most likely sequences under a length-normalized score.
 
@@ -110,6 +115,12 @@ def beam_search(
         grow_lengths: the cache lengths of the segments instead of
             doubling from 16 (ascending; `max_length` is always the last):
             fewer lengths, fewer loops.
+        length_penalty: `"gnmt"`, `((5 + length) / 6) ** alpha`, or
+            `"power"`, `length ** alpha`.
+        banned_id: a token never generated (the padding id), applied
+            after the softmax, as `generate()`'s `bad_words_ids`.
+        forced_end: the last step (`max_length`) can only end, at no
+            cost, as `generate()`'s `forced_eos_token_id`.
 
     Returns:
         `(sequences [batch, beam_size, max_length] int32, scores [batch,
@@ -138,12 +149,12 @@ def beam_search(
     [-0.616, -0.994]
     """
     beam_size, max_length, end_id, alpha = _common.check_arguments(
-        beam_size, max_length, end_id, alpha
+        beam_size, max_length, end_id, alpha, length_penalty
     )
     k = beam_size
     initial_ids = tf.cast(initial_ids, tf.int32)
     batch = tf.shape(initial_ids)[0]
-    max_penalty = _common.length_penalty(max_length, alpha)
+    max_penalty = _common.length_penalty(max_length, alpha, length_penalty)
 
     state = tf.nest.map_structure(lambda t: _tile_beams(t, k), initial_state)
     # Only the first beam is live at the start, so the first step does not
@@ -156,22 +167,33 @@ def beam_search(
         finished_seqs=tf.zeros([batch, k, max_length], tf.int32),
         finished_scores=tf.fill([batch, k], NEG_INF),
         finished_flags=tf.zeros([batch, k], tf.bool),
+        done=tf.zeros([batch], tf.bool),
         state=state,
     )
 
-    def not_done(s):
-        best_possible = s.alive_log_probs[:, 0] / max_penalty  # [batch]
+    def rows_done(alive_log_probs, finished_scores, finished_flags, generated):
+        # GNMT's penalty grows with the length: the bound at `max_length`
+        # is exact. The power form follows generate()'s heuristic, which
+        # scores the best alive hypothesis at the current length.
+        if length_penalty == "power":
+            penalty = _common.length_penalty(generated, alpha, length_penalty)
+        else:
+            penalty = max_penalty
+        best_possible = alive_log_probs[:, 0] / penalty  # [batch]
         worst_finished = tf.reduce_min(
-            tf.where(s.finished_flags, s.finished_scores, NEG_INF), axis=1
+            tf.where(finished_flags, finished_scores, NEG_INF), axis=1
         )  # [batch]
-        all_finished = tf.reduce_all(s.finished_flags, axis=1)  # [batch]
-        row_done = tf.logical_and(all_finished, worst_finished >= best_possible)
-        return tf.logical_and(s.i < max_length, tf.logical_not(tf.reduce_all(row_done)))
+        all_finished = tf.reduce_all(finished_flags, axis=1)  # [batch]
+        return tf.logical_and(all_finished, worst_finished >= best_possible)
+
+    def not_done(s):
+        return tf.logical_and(s.i < max_length, tf.logical_not(tf.reduce_all(s.done)))
 
     def body(s):
         logits, state = step_fn(s.ids, s.i, s.state)  # [batch * k, vocab]
         vocab = tf.shape(logits)[-1]
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        log_probs = _common.restrict(log_probs, s.i, max_length, end_id, banned_id, forced_end)
         log_probs = tf.reshape(log_probs, [batch, k, vocab])
         candidates = s.alive_log_probs[:, :, None] + log_probs  # [batch, k, vocab]
         flat = tf.reshape(candidates, [batch, k * vocab])
@@ -191,13 +213,19 @@ def beam_search(
         # Only ends among the best k candidates count (as in fairseq), so
         # that one beam decodes exactly like greedy search.
         in_top_k = tf.range(2 * k) < k  # [2k]
+        # A stopped row takes no more finished hypotheses.
         ended = tf.logical_and(ended, in_top_k[None, :])
-        new_scores = top_log_probs / _common.length_penalty(s.i + 1, alpha)
+        ended = tf.logical_and(ended, tf.logical_not(s.done)[:, None])
+        new_scores = top_log_probs / _common.length_penalty(s.i + 1, alpha, length_penalty)
         new_scores = tf.where(ended, new_scores, NEG_INF)
         pool_seqs = tf.concat([s.finished_seqs, top_seqs], axis=1)  # [batch, 3k, max_length]
         pool_scores = tf.concat([s.finished_scores, new_scores], axis=1)  # [batch, 3k]
         pool_flags = tf.concat([s.finished_flags, ended], axis=1)  # [batch, 3k]
         finished_scores, pick = tf.math.top_k(pool_scores, k=k)  # [batch, k]
+        finished_flags = tf.gather(pool_flags, pick, batch_dims=1)
+        done = tf.logical_or(
+            s.done, rows_done(alive_log_probs, finished_scores, finished_flags, s.i + 1)
+        )
         return (
             BeamState(
                 i=s.i + 1,
@@ -206,7 +234,8 @@ def beam_search(
                 alive_log_probs=alive_log_probs,
                 finished_seqs=tf.gather(pool_seqs, pick, batch_dims=1),
                 finished_scores=finished_scores,
-                finished_flags=tf.gather(pool_flags, pick, batch_dims=1),
+                finished_flags=finished_flags,
+                done=done,
                 # The decoder state follows the hypotheses it now belongs to,
                 # except what the step passed through unchanged (the encoder
                 # output, the cross-attention cache): tiled from one row,

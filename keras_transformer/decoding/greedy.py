@@ -32,6 +32,9 @@ def greedy_search(
     alpha=0.6,
     grow_state=None,
     grow_lengths=None,
+    length_penalty="gnmt",
+    banned_id=None,
+    forced_end=False,
 ):
     """Picks the most likely token at every step until each row ends.
 
@@ -47,6 +50,7 @@ def greedy_search(
         alpha: length-penalty exponent used for the score.
         grow_state, grow_lengths: caches that grow with the output, as in
             `beam_search`.
+        length_penalty, banned_id, forced_end: as in `beam_search`.
 
     Returns:
         `(sequences [batch, 1, max_length] int32, scores [batch, 1] float32)`:
@@ -77,6 +81,7 @@ def greedy_search(
     return token_by_token(
         step_fn, initial_ids, initial_state, most_likely, max_length=max_length, end_id=end_id,
         alpha=alpha, grow_state=grow_state, grow_lengths=grow_lengths,
+        length_penalty=length_penalty, banned_id=banned_id, forced_end=forced_end,
     )  # fmt: skip
 
 
@@ -92,6 +97,9 @@ def token_by_token(
     alpha=0.6,
     grow_state=None,
     grow_lengths=None,
+    length_penalty="gnmt",
+    banned_id=None,
+    forced_end=False,
 ):
     """The loop of greedy search and sampling: one token a step, chosen by
     `choose(step_log_probs [batch, vocab], index) -> tokens [batch] int32`,
@@ -99,7 +107,9 @@ def token_by_token(
     of the chosen tokens (whatever `choose` did to pick them), summed and
     length-normalized; the arguments and returns are `greedy_search`'s.
     """
-    _, max_length, end_id, alpha = _common.check_arguments(1, max_length, end_id, alpha)
+    _, max_length, end_id, alpha = _common.check_arguments(
+        1, max_length, end_id, alpha, length_penalty
+    )
     initial_ids = tf.cast(initial_ids, tf.int32)
     batch = tf.shape(initial_ids)[0]
     initial = GreedyState(
@@ -118,6 +128,9 @@ def token_by_token(
     def body(s):
         logits, state = step_fn(s.ids, s.i, s.state)
         step_log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [batch, vocab]
+        step_log_probs = _common.restrict(
+            step_log_probs, s.i, max_length, end_id, banned_id, forced_end
+        )
         tokens = choose(step_log_probs, s.i)  # [batch]
         token_log_probs = tf.gather(step_log_probs, tokens, batch_dims=1)  # [batch]
         tokens = tf.where(s.finished, 0, tokens)
@@ -136,5 +149,5 @@ def token_by_token(
     final = _common.loop_in_segments(
         not_done, body, initial, max_length, grow_state, lengths=grow_lengths
     )
-    scores = final.log_probs / _common.length_penalty(final.lengths, alpha)
+    scores = final.log_probs / _common.length_penalty(final.lengths, alpha, length_penalty)
     return final.sequences[:, None, :], scores[:, None]

@@ -5,7 +5,7 @@ import functools
 import tensorflow as tf
 
 from keras_transformer._validation import check_positive_int
-from keras_transformer.data.tokenizer import END_ID, START_ID
+from keras_transformer.data.tokenizer import END_ID, PAD_ID, START_ID
 from keras_transformer.decoding import _common
 from keras_transformer.decoding.beam_search import beam_search
 from keras_transformer.decoding.greedy import greedy_search
@@ -45,6 +45,12 @@ class Translator(tf.Module):
         source_tokenizer, target_tokenizer: `SubwordTokenizer`s of the run.
         beam_size: beams of `translate`.
         alpha: length-penalty exponent.
+        length_penalty: its form, `"gnmt"` (`((5 + length) / 6) ** alpha`)
+            or `"power"` (`length ** alpha`, as `transformers`' `generate()`).
+        forced_end: a translation that reaches `max_output_length` ends
+            there with the end token, as `generate()`'s
+            `forced_eos_token_id` (Marian checkpoints set it); otherwise it
+            is cut there. Padding is never generated.
         max_input_length: longest source, in tokens (at most the model's
             `max_length`).
         max_output_length: longest translation, in tokens.
@@ -88,6 +94,8 @@ class Translator(tf.Module):
         target_tokenizer,
         beam_size=4,
         alpha=0.6,
+        length_penalty="gnmt",
+        forced_end=False,
         max_input_length=None,
         max_output_length=None,
         sampling_temperature=1.0,
@@ -105,6 +113,13 @@ class Translator(tf.Module):
         self.target_tokenizer = target_tokenizer
         self.beam_size = int(beam_size)
         self.alpha = float(alpha)
+        if length_penalty not in _common.PENALTIES:
+            raise ValueError(
+                f"`length_penalty` must be one of {_common.PENALTIES}. "
+                f"Received: length_penalty={length_penalty!r}"
+            )
+        self.length_penalty = length_penalty
+        self.forced_end = bool(forced_end)
         self.max_input_length = int(min(max_input_length or 256, limit))
         self.max_output_length = int(min(max_output_length or 128, limit))
         if self.beam_size < 1:
@@ -268,6 +283,7 @@ class Translator(tf.Module):
         options = dict(
             max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha,
             grow_state=_common.grow_caches, grow_lengths=lengths,
+            length_penalty=self.length_penalty, banned_id=PAD_ID, forced_end=self.forced_end,
         )  # fmt: skip
         if lean:
             lean_step = LeanStep(self.model, self.lean_weights)

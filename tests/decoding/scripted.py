@@ -22,8 +22,15 @@ def markov_step_fn(table):
     return step_fn
 
 
-def brute_force(table, row, start_id, end_id, max_length, alpha):
-    """All hypotheses of one row, ranked by the GNMT-normalized score."""
+def brute_force(
+    table, row, start_id, end_id, max_length, alpha, penalty="gnmt", banned=None, forced_end=False
+):
+    """All hypotheses of one row, ranked by the length-normalized score.
+
+    `penalty` is `"gnmt"` or `"power"`; `banned` is a token that never
+    appears; with `forced_end`, every hypothesis ends by `max_length`, its
+    last end token at no cost.
+    """
     vocab = table.shape[-1]
     log_probs = table[row] - np.log(np.exp(table[row]).sum(-1, keepdims=True))
     results = []
@@ -32,13 +39,19 @@ def brute_force(table, row, start_id, end_id, max_length, alpha):
             ends = [i for i, t in enumerate(seq) if t == end_id]
             if ends and ends[0] != length - 1:
                 continue  # nothing follows the end token
-            if not ends and length != max_length:
+            if not ends and (length != max_length or forced_end):
                 continue  # unfinished hypotheses only at max_length
+            if banned in seq:
+                continue
             total, last = 0.0, start_id
             for i, t in enumerate(seq):
-                total += log_probs[i, last, t]
+                forced = forced_end and i == max_length - 1
+                total += 0.0 if forced else log_probs[i, last, t]
                 last = t
-            score = total / ((5 + length) / 6) ** alpha
+            if penalty == "power":
+                score = total / length**alpha
+            else:
+                score = total / ((5 + length) / 6) ** alpha
             results.append((score, bool(ends), list(seq) + [0] * (max_length - length)))
     # Finished hypotheses rank before unfinished ones.
     results.sort(key=lambda r: (not r[1], -r[0]))

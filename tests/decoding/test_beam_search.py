@@ -10,7 +10,7 @@ from tests.decoding.scripted import brute_force, markov_step_fn
 START, END = 1, 3
 
 
-def _search(table, beam_size, alpha, max_length):
+def _search(table, beam_size, alpha, max_length, **options):
     batch = table.shape[0]
     return beam_search(
         markov_step_fn(table),
@@ -20,6 +20,7 @@ def _search(table, beam_size, alpha, max_length):
         max_length=max_length,
         end_id=END,
         alpha=alpha,
+        **options,
     )
 
 
@@ -36,6 +37,55 @@ def test_wide_beam_matches_brute_force(alpha, seed):
         for rank in range(3):
             assert list(sequences[row, rank].numpy()) == finished[rank][2]
             assert scores[row, rank].numpy() == pytest.approx(finished[rank][0], abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(length_penalty="power"),
+        dict(length_penalty="power", banned_id=0, forced_end=True),
+        dict(length_penalty="gnmt", banned_id=2, forced_end=True),
+    ],
+)
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+@pytest.mark.parametrize("seed", range(3))
+def test_penalty_forms_and_rules_match_brute_force(options, alpha, seed):
+    rng = np.random.default_rng(seed)
+    batch, length, vocab = 2, 4, 5
+    table = rng.normal(size=(batch, length, vocab, vocab)) * 2.0
+    sequences, scores = _search(table, vocab**length, alpha, length, **options)
+    reference = dict(
+        penalty=options["length_penalty"],
+        banned=options.get("banned_id"),
+        forced_end=options.get("forced_end", False),
+    )
+    for row in range(batch):
+        ranked = brute_force(table, row, START, END, length, alpha, **reference)
+        finished = [r for r in ranked if r[1]]
+        for rank in range(3):
+            assert list(sequences[row, rank].numpy()) == finished[rank][2]
+            assert scores[row, rank].numpy() == pytest.approx(finished[rank][0], abs=1e-4)
+
+
+def test_power_penalty_stops_as_generate_does():
+    # After the first step the finished END (log p ≈ -0.31) beats the alive
+    # hypothesis scored at the current length (-1.31 / 1): generate()'s
+    # heuristic stops there, though [4, END] scores better at its own
+    # length under a large exponent (-1.31 / 2**3 ≈ -0.16).
+    table = np.full((1, 3, 5, 5), -20.0)
+    table[0, 0, START, END] = 0.0
+    table[0, 0, START, 4] = -1.0
+    table[0, 1, 4, END] = 0.0
+    sequences, scores = _search(table, 1, 3.0, 3, length_penalty="power")
+    assert list(sequences[0, 0].numpy()) == [END, 0, 0]
+    log_p = table[0, 0, START] - np.log(np.exp(table[0, 0, START]).sum())
+    assert scores[0, 0].numpy() == pytest.approx(log_p[END], abs=1e-5)
+    assert log_p[4] / 2**3.0 > log_p[END]  # the longer one would have won
+
+
+def test_unknown_penalty_form():
+    with pytest.raises(ValueError, match="length_penalty.*'linear'"):
+        _search(np.zeros((1, 2, 5, 5)), 2, 1.0, 2, length_penalty="linear")
 
 
 def _script(batch, length, vocab, paths):

@@ -134,3 +134,27 @@ def test_invalid_arguments(kwargs, match):
             {"row": tf.range(1)},
             **args,
         )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_banned_token_and_forced_end(seed):
+    rng = np.random.default_rng(seed)
+    table = rng.normal(size=(2, 4, 6, 6)) * 2.0
+    table[..., 0] += 30.0  # padding would win every step
+    table[..., END] -= 30.0  # and no row would end by itself
+    sequences, scores = greedy_search(
+        markov_step_fn(table), tf.fill([2], START), {"row": tf.range(2)}, max_length=4,
+        end_id=END, alpha=1.0, length_penalty="power", banned_id=0, forced_end=True,
+    )  # fmt: skip
+    log_probs = table - np.log(np.exp(table).sum(-1, keepdims=True))
+    for row in range(2):
+        path, total, last = [], 0.0, START
+        for i in range(3):
+            allowed = log_probs[row, i, last].copy()
+            allowed[0] = -np.inf
+            token = int(np.argmax(allowed))
+            total += allowed[token]
+            path.append(token)
+            last = token
+        assert list(sequences[row, 0].numpy()) == path + [END]
+        assert scores[row, 0].numpy() == pytest.approx(total / 4, abs=1e-4)
