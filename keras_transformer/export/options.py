@@ -12,6 +12,16 @@ import dataclasses
 from keras_transformer._renames import rename_keys
 
 FORMATS = ("savedmodel", "ctranslate2")
+PENALTIES = ("gnmt", "power")
+# The decoding settings of a run that has none of its own (`generation.json`
+# holds an imported checkpoint's).
+DECODING_DEFAULTS = {
+    "beam_size": 4,
+    "alpha": 0.6,
+    "length_penalty": "gnmt",
+    "max_output_length": 128,
+    "forced_end": False,
+}
 WEIGHTS = ("auto", "averaged", "best", "final")
 QUANTIZATIONS = ("none", "int8", "int8_float32", "int16", "float16", "bfloat16")
 # Keys of configs and keyword arguments renamed since 0.1.0.
@@ -34,11 +44,18 @@ class ExportOptions:
         format: savedmodel, for TF Serving; ctranslate2, a CTranslate2
             model directory with its vocabularies, for CTranslate2's
             Translator (needs the [ctranslate2] extra).
-        beam_size: beams of the beam search; 1 decodes greedily.
-        alpha: length penalty of the beam search, as GNMT's
-            ((5 + length) / 6) ** alpha; 0 for none.
+        beam_size: beams of the beam search; 1 decodes greedily. None: the
+            run's generation settings (an imported checkpoint's), else 4.
+        alpha: length-penalty exponent of the beam search; 0 for none.
+            None: the run's, else 0.6.
+        length_penalty: the penalty's form: gnmt, ((5 + length) / 6) **
+            alpha; power, length ** alpha, as transformers' generate().
+            None: the run's, else gnmt.
         max_output_length: longest translation, in tokens (--max-length is
-            its older name).
+            its older name). None: the run's, else 128.
+        forced_end: a translation reaching max_output_length ends there
+            with the end token, as generate()'s forced_eos_token_id. None:
+            the run's, else off.
         sampling_temperature: temperature of the translate_sample
             signature: above 1 flatter, below 1 sharper.
         sampling_topk: translate_sample draws from the k most likely
@@ -66,9 +83,13 @@ class ExportOptions:
     version: int | None = None
     weights: str = dataclasses.field(default="auto", metadata={"choices": WEIGHTS})
     format: str = dataclasses.field(default="savedmodel", metadata={"choices": FORMATS})
-    beam_size: int = 4
-    alpha: float = 0.6
-    max_output_length: int = dataclasses.field(default=128, metadata={"aliases": ("--max-length",)})
+    beam_size: int | None = None
+    alpha: float | None = None
+    length_penalty: str | None = dataclasses.field(default=None, metadata={"choices": PENALTIES})
+    max_output_length: int | None = dataclasses.field(
+        default=None, metadata={"aliases": ("--max-length",)}
+    )
+    forced_end: bool | None = None
     sampling_temperature: float = 1.0
     sampling_topk: int = 0
     sampling_topp: float = 1.0
@@ -90,9 +111,13 @@ class ExportOptions:
         if self.version is not None and (isinstance(self.version, bool) or self.version <= 0):
             raise ValueError(f"`version` must be a positive int. Received: {self.version!r}")
         for name in ("beam_size", "max_output_length"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be at least 1. Received: {getattr(self, name)}")
-        if self.alpha < 0 or self.sampling_topk < 0:
+        if self.length_penalty not in (None, *PENALTIES):
+            raise ValueError(
+                f"`length_penalty` must be one of {PENALTIES}. Received: {self.length_penalty!r}"
+            )
+        if (self.alpha is not None and self.alpha < 0) or self.sampling_topk < 0:
             raise ValueError("`alpha` and `sampling_topk` must be >= 0")
         if self.sampling_temperature <= 0 or not 0 < self.sampling_topp <= 1:
             raise ValueError("`sampling_temperature` must be > 0 and `sampling_topp` in (0, 1]")
@@ -120,10 +145,21 @@ class ExportOptions:
             raise ValueError(f"Unknown export option(s): {', '.join(unknown)}")
         return cls(**values)
 
-    def decoding(self):
-        """The keyword arguments of `export_run` for a SavedModel."""
+    def decoding(self, generation=None):
+        """The keyword arguments of `export_run` for a SavedModel.
+
+        Args:
+            generation: the run's generation settings (`generation.json`,
+                keys of `DECODING_DEFAULTS`), used where an option is None.
+        """
+        settings = {**DECODING_DEFAULTS, **(generation or {})}
+        for name in DECODING_DEFAULTS:
+            if getattr(self, name) is not None:
+                settings[name] = getattr(self, name)
         return dict(
-            beam_size=self.beam_size, alpha=self.alpha, max_length=self.max_output_length,
+            beam_size=settings["beam_size"], alpha=settings["alpha"],
+            length_penalty=settings["length_penalty"], forced_end=settings["forced_end"],
+            max_length=settings["max_output_length"],
             sampling_temperature=self.sampling_temperature, sampling_topk=self.sampling_topk,
             sampling_topp=self.sampling_topp, jit_compile=self.jit_compile,
             batch_sizes=self.batch_sizes, lengths=self.lengths,
@@ -165,6 +201,8 @@ def export(options):
             weights=options.weights, quantization=options.quantization,
         )  # fmt: skip
     from keras_transformer.export.servable import export_run
+    from keras_transformer.training.run_directory import read_generation
 
+    decoding = options.decoding(read_generation(options.run))
     return export_run(options.run, options.export_base, version=options.version,
-                      weights=options.weights, **options.decoding())  # fmt: skip
+                      weights=options.weights, **decoding)  # fmt: skip

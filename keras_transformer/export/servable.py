@@ -28,6 +28,8 @@ def export_translator(
     *,
     beam_size=4,
     alpha=0.6,
+    length_penalty="gnmt",
+    forced_end=False,
     max_length=128,
     max_input_length=None,
     sampling_temperature=1.0,
@@ -82,6 +84,8 @@ def export_translator(
         export_dir: where to write (must not exist).
         beam_size: beams of `serving_default` and `translate_nbest`.
         alpha: length-penalty exponent.
+        length_penalty, forced_end: the penalty's form and the forced end
+            token (see `Translator`).
         max_length: longest translation, in tokens.
         max_input_length: longest input, in tokens (default 256, and at most
             the model's `max_length`).
@@ -113,6 +117,8 @@ def export_translator(
         target_tokenizer,
         beam_size=beam_size,
         alpha=alpha,
+        length_penalty=length_penalty,
+        forced_end=forced_end,
         max_input_length=max_input_length,
         max_output_length=max_length,
         sampling_temperature=sampling_temperature,

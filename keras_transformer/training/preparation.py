@@ -5,6 +5,7 @@ import dataclasses
 
 from keras_transformer.data import pipeline, sources
 from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.data.vocabulary_tokenizer import load_tokenizer
 
 # Pairs held in the shuffle buffer of the training examples.
 SHUFFLE_BUFFER = 20_000
@@ -21,9 +22,7 @@ def prepare_tokenizers(run, train_pairs, vocab_size, sample, log=print, save=Tru
     """
     if run.has_tokenizers():
         log(f"Reusing the tokenizers of {run.path}")
-        return SubwordTokenizer.load(run.source_tokenizer), SubwordTokenizer.load(
-            run.target_tokenizer
-        )
+        return load_tokenizer(run.source_tokenizer), load_tokenizer(run.target_tokenizer)
     src, tgt = sources.sentences(train_pairs, limit=sample)
     if joint:
         log(f"Learning one joint {vocab_size}-piece vocabulary from up to {sample} pairs")

@@ -3,7 +3,7 @@
 import json
 import os
 
-from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.data.vocabulary_tokenizer import load_tokenizer
 from keras_transformer.models.transformer import Transformer
 from keras_transformer.training.atomic_files import write_json_atomically
 
@@ -24,6 +24,8 @@ class RunDirectory:
       logs/                  TensorBoard
       backup/                the last backup, for resuming (removed at the end)
       data_stats.json        corpus and length statistics
+      generation.json        decoding settings the exports default to (an
+                             imported checkpoint's: beams, length penalty)
     ```
     """
 
@@ -46,6 +48,7 @@ class RunDirectory:
     logs = property(lambda self: self.join("logs"))
     backup = property(lambda self: self.join("backup"))
     data_stats = property(lambda self: self.join("data_stats.json"))
+    generation = property(lambda self: self.join("generation.json"))
 
     def has_tokenizers(self):
         return os.path.exists(self.source_tokenizer) and os.path.exists(self.target_tokenizer)
@@ -59,6 +62,15 @@ class RunDirectory:
 
 
 WEIGHTS = ("auto", "averaged", "best", "final")
+
+
+def read_generation(path):
+    """The run's generation settings (`generation.json`), or {} if it has
+    none: the keys of `export.options.DECODING_DEFAULTS` it sets."""
+    run = RunDirectory(path)
+    if not os.path.exists(run.generation):
+        return {}
+    return run.read_json(run.generation)
 
 
 def build_run_model(run):
@@ -100,6 +112,6 @@ def load_run(path, weights="auto"):
             break
     else:
         raise FileNotFoundError(f"No weights in {run.path} (looked for {candidates})")
-    source = SubwordTokenizer.load(run.source_tokenizer)
-    target = SubwordTokenizer.load(run.target_tokenizer)
+    source = load_tokenizer(run.source_tokenizer)
+    target = load_tokenizer(run.target_tokenizer)
     return model, source, target, run.read_json(run.config)

@@ -11,10 +11,24 @@ REQUIRED = {"run": "runs/demo", "export_base": "exports/demo"}
 
 def test_defaults_are_the_documented_ones():
     options = ExportOptions(**REQUIRED)
-    assert (options.format, options.weights, options.beam_size, options.alpha) == (
-        "savedmodel", "auto", 4, 0.6,
+    assert (options.format, options.weights) == ("savedmodel", "auto")
+    decoding = options.decoding()
+    assert (decoding["beam_size"], decoding["alpha"], decoding["max_length"]) == (4, 0.6, 128)
+    assert (decoding["length_penalty"], decoding["forced_end"]) == ("gnmt", False)
+
+
+def test_the_run_generation_settings_fill_what_the_options_leave_open():
+    generation = {"beam_size": 6, "alpha": 1.0, "length_penalty": "power",
+                  "max_output_length": 511, "forced_end": True}  # fmt: skip
+    decoding = ExportOptions(**REQUIRED).decoding(generation)
+    assert decoding["beam_size"] == 6 and decoding["length_penalty"] == "power"
+    assert decoding["max_length"] == 511 and decoding["forced_end"] is True
+    given = ExportOptions(**REQUIRED, beam_size=2, length_penalty="gnmt", forced_end=False)
+    decoding = given.decoding(generation)
+    assert (decoding["beam_size"], decoding["length_penalty"], decoding["forced_end"]) == (
+        2, "gnmt", False,
     )  # fmt: skip
-    assert options.decoding()["max_length"] == options.max_output_length == 128
+    assert decoding["alpha"] == 1.0
 
 
 def test_from_dict_round_trips_and_refuses_unknown_keys():
@@ -47,6 +61,7 @@ def test_batch_sizes_read_as_the_command_line_gives_them(text, expected):
         ({"beam_size": 0}, "beam_size"),
         ({"max_output_length": 0}, "max_output_length"),
         ({"alpha": -1.0}, "alpha"),
+        ({"length_penalty": "linear"}, "length_penalty"),
         ({"sampling_topp": 0.0}, "sampling_topp"),
         ({"sampling_temperature": 0.0}, "sampling_temperature"),
         ({"jit_compile": True, "batch_sizes": "1,x"}, "positive ints"),
