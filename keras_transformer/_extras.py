@@ -17,6 +17,7 @@ EXTRA_OF = {
     "keras_tuner": "tuning",
     "matplotlib": "plots",
     "ctranslate2": "ctranslate2",
+    "safetensors": "huggingface",
 }
 
 

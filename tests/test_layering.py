@@ -34,6 +34,7 @@ PLACES = {
     "training": 4,
     "decoding": 5,
     "export": 6,
+    "interop": 6,  # checkpoints of other toolkits, read into runs and written back
     "tuning": 6,  # wraps models and training for keras-tuner, scores with decoding
     "serving": 7,
     "corpus": 7,  # offline batch jobs over an export, beside the server

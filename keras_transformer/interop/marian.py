@@ -1,0 +1,513 @@
+"""Marian checkpoints in the Hugging Face format (the OPUS-MT models), as runs.
+
+`import_marian(folder, run_dir)` reads a `MarianMTModel` folder
+(`config.json`, `model.safetensors` or `pytorch_model.bin`, `source.spm`,
+`target.spm`, `vocab.json` and, with separate vocabularies,
+`target_vocab.json`, `generation_config.json`) and writes a run directory
+that `export`, `evaluate` and `train --init-from` take as a trained run.
+
+The model is this library's `Transformer` with Marian's options: post-norm,
+layer norm epsilon 1e-5, the sinusoidal table in halves, the embedding
+scale of `scale_embedding`, the feed-forward activation of
+`activation_function`, an output projection tied to the target embedding
+with `final_logits_bias` added. The vocabulary is reordered to this
+library's reserved ids (0 padding, 1 unknown, 2 start, 3 end): Marian
+starts decoding from its padding token, whose row becomes both our padding
+row and our start row; the start token's output logit is held at -1e4 so
+that the softmax is Marian's over its own vocabulary. The tokenizers are
+`VocabularyTokenizer`s (SentencePiece, then the vocabulary lookup), in the
+graph of every export. `generation.json` keeps the checkpoint's beams,
+length penalty (`length ** length_penalty`), maximum length and forced end
+token, so that an export decodes as `generate()` does.
+"""
+
+import datetime
+import hashlib
+import json
+import os
+
+import numpy as np
+
+from keras_transformer.interop import checkpoint
+
+# Marian's `activation_function` -> the Keras activation computing it.
+ACTIVATIONS = {"swish": "silu", "silu": "silu", "gelu": "gelu", "relu": "relu"}
+START_LOGIT = -1.0e4  # our start row is never predicted: exp(-1e4) is 0 in float32
+FILES = {
+    "source_spm": "source.spm",
+    "target_spm": "target.spm",
+    "vocab": "vocab.json",
+    "target_vocab_file": "target_vocab.json",
+}
+
+
+class MarianSpec:
+    """The architecture and special ids a Marian `config.json` gives,
+    checked before anything is allocated."""
+
+    def __init__(self, config):
+        if config.get("model_type") != "marian":
+            raise ValueError(
+                f"config.json has model_type {config.get('model_type')!r}, not 'marian'"
+            )
+        limits = checkpoint.LIMITS
+        self.d_model = checkpoint.check_size("d_model", config.get("d_model"), limits["d_model"])
+        layers = {}
+        for key in ("encoder_layers", "decoder_layers"):
+            layers[key] = checkpoint.check_size(key, config.get(key), limits["layers"])
+        heads = {}
+        for key in ("encoder_attention_heads", "decoder_attention_heads"):
+            heads[key] = checkpoint.check_size(key, config.get(key), limits["heads"])
+        ffn = {}
+        for key in ("encoder_ffn_dim", "decoder_ffn_dim"):
+            ffn[key] = checkpoint.check_size(key, config.get(key), limits["ffn_dim"])
+        self.source_vocab_size = checkpoint.check_size(
+            "vocab_size", config.get("vocab_size"), limits["vocab_size"]
+        )
+        self.target_vocab_size = checkpoint.check_size(
+            "decoder_vocab_size",
+            config.get("decoder_vocab_size") or self.source_vocab_size,
+            limits["vocab_size"],
+        )
+        self.max_positions = checkpoint.check_size(
+            "max_position_embeddings",
+            config.get("max_position_embeddings", 512),
+            limits["max_position_embeddings"],
+        )
+        for pair in (layers, heads, ffn):
+            (encoder_key, encoder), (decoder_key, decoder) = pair.items()
+            if encoder != decoder:
+                raise ValueError(
+                    f"{encoder_key}={encoder} and {decoder_key}={decoder} differ: "
+                    "a Transformer here has one value for both"
+                )
+        self.num_layers = layers["encoder_layers"]
+        self.num_heads = heads["encoder_attention_heads"]
+        self.dff = ffn["encoder_ffn_dim"]
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} is not a multiple of {self.num_heads} heads")
+        activation = config.get("activation_function", "gelu")
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation_function {activation!r} is not supported; "
+                f"supported: {sorted(ACTIVATIONS)}"
+            )
+        self.activation = ACTIVATIONS[activation]
+        self.shared = bool(config.get("share_encoder_decoder_embeddings", True))
+        if self.shared and self.source_vocab_size != self.target_vocab_size:
+            raise ValueError(
+                "share_encoder_decoder_embeddings needs vocab_size == decoder_vocab_size. "
+                f"Received: {self.source_vocab_size}, {self.target_vocab_size}"
+            )
+        self.tied = bool(config.get("tie_word_embeddings", True))
+        self.scale_embedding = bool(config.get("scale_embedding", False))
+        self.dropout = float(config.get("dropout", 0.1))
+        self.attention_dropout = float(config.get("attention_dropout", 0.0))
+        smaller = min(self.source_vocab_size, self.target_vocab_size)
+        self.pad_id = _special(config, "pad_token_id", smaller)
+        self.eos_id = _special(config, "eos_token_id", smaller)
+        start = config.get("decoder_start_token_id", self.pad_id)
+        if start != self.pad_id:
+            raise ValueError(
+                f"decoder_start_token_id={start} is not the padding id {self.pad_id}: "
+                "only Marian's start from padding is supported"
+            )
+        self.forced_eos = config.get("forced_eos_token_id") == self.eos_id
+
+    def expected_shapes(self):
+        """Every tensor of the checkpoint and its shape."""
+        d, f = self.d_model, self.dff
+        shapes = {"final_logits_bias": (1, self.target_vocab_size)}
+        if self.shared:
+            shapes["model.shared.weight"] = (self.source_vocab_size, d)
+        else:
+            shapes["model.encoder.embed_tokens.weight"] = (self.source_vocab_size, d)
+            shapes["model.decoder.embed_tokens.weight"] = (self.target_vocab_size, d)
+        if not self.tied:
+            shapes["lm_head.weight"] = (self.target_vocab_size, d)
+        attention = ("self_attn",)
+        for stack, names in (("encoder", attention), ("decoder", (*attention, "encoder_attn"))):
+            for i in range(self.num_layers):
+                prefix = f"model.{stack}.layers.{i}."
+                for name in names:
+                    for projection in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                        shapes[f"{prefix}{name}.{projection}.weight"] = (d, d)
+                        shapes[f"{prefix}{name}.{projection}.bias"] = (d,)
+                    shapes[f"{prefix}{name}_layer_norm.weight"] = (d,)
+                    shapes[f"{prefix}{name}_layer_norm.bias"] = (d,)
+                shapes[f"{prefix}fc1.weight"] = (f, d)
+                shapes[f"{prefix}fc1.bias"] = (f,)
+                shapes[f"{prefix}fc2.weight"] = (d, f)
+                shapes[f"{prefix}fc2.bias"] = (d,)
+                shapes[f"{prefix}final_layer_norm.weight"] = (d,)
+                shapes[f"{prefix}final_layer_norm.bias"] = (d,)
+        return shapes
+
+
+def _special(config, key, vocab_size):
+    value = config.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
+        raise ValueError(
+            f"The config's {key} must be an id below {vocab_size}. Received: {value!r}"
+        )
+    return value
+
+
+def check_tensors(spec, tensors):
+    """Refuses a tensor missing, extra, or of the wrong shape, naming it.
+
+    Copies of tied weights that older checkpoints store (`lm_head.weight`,
+    per-stack `embed_tokens` beside `model.shared.weight`) and the fixed
+    sinusoidal tables (`embed_positions.weight`) are accepted when they
+    equal what they copy; they are not read.
+    """
+    expected = spec.expected_shapes()
+    missing = sorted(set(expected) - set(tensors))
+    if missing:
+        raise ValueError(f"The checkpoint lacks {len(missing)} tensor(s): {', '.join(missing[:5])}")
+    copies = {}
+    if spec.shared:
+        copies["model.encoder.embed_tokens.weight"] = "model.shared.weight"
+        copies["model.decoder.embed_tokens.weight"] = "model.shared.weight"
+    if spec.tied:
+        copies["lm_head.weight"] = (
+            "model.shared.weight" if spec.shared else "model.decoder.embed_tokens.weight"
+        )
+    from keras_transformer.layers import sinusoidal_position_encoding
+
+    table = None
+    for name in sorted(set(tensors) - set(expected)):
+        value = tensors[name]
+        if name in copies:
+            if value.shape != tensors[copies[name]].shape or not np.array_equal(
+                value, tensors[copies[name]]
+            ):
+                raise ValueError(f"{name} should be a copy of {copies[name]} but differs")
+        elif name in (
+            "model.encoder.embed_positions.weight",
+            "model.decoder.embed_positions.weight",
+        ):
+            if table is None:
+                table = sinusoidal_position_encoding(
+                    spec.max_positions, spec.d_model, layout="halves"
+                )
+            if value.shape != table.shape or not np.allclose(value, table, atol=1e-4):
+                raise ValueError(f"{name} is not Marian's sinusoidal table of {table.shape}")
+        else:
+            raise ValueError(f"The checkpoint has a tensor the config does not give: {name}")
+    for name, shape in expected.items():
+        if tuple(tensors[name].shape) != shape:
+            raise ValueError(
+                f"{name} has shape {tuple(tensors[name].shape)}; the config gives {shape}"
+            )
+
+
+def marian_order(vocab_size, pad_id, unk_id, eos_id):
+    """Marian's id of each of our ids: padding, unknown, start (Marian's
+    padding again), end, then the other pieces in Marian's order."""
+    special = {pad_id, unk_id, eos_id}
+    return [pad_id, unk_id, pad_id, eos_id] + [i for i in range(vocab_size) if i not in special]
+
+
+def _vocabulary(folder, name, vocab_size):
+    """Marian's vocabulary (piece -> id) as a list of pieces by id."""
+    vocab = checkpoint.read_json(folder, name)
+    pieces = [None] * vocab_size
+    for piece, index in vocab.items():
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < vocab_size:
+            raise ValueError(f"{name}: {piece!r} has id {index!r}, not one below {vocab_size}")
+        if pieces[index] is not None:
+            raise ValueError(f"{name}: id {index} is given to {pieces[index]!r} and {piece!r}")
+        pieces[index] = piece
+    if None in pieces:
+        raise ValueError(
+            f"{name} holds {len(vocab)} pieces; the config's vocabulary has {vocab_size}"
+        )
+    if "<unk>" not in vocab:
+        raise ValueError(f"{name} has no <unk> piece")
+    return pieces, vocab["<unk>"]
+
+
+def _spm_pieces(proto):
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
+    return {processor.id_to_piece(i) for i in range(processor.get_piece_size())}
+
+
+def read_marian(folder):
+    """Reads and checks a Marian folder; returns what `import_marian` writes.
+
+    Returns:
+        A dict: `spec` (`MarianSpec`), `tensors`, `source`/`target` (each
+        `(spm_proto, marian_pieces, unk_id)`), `generation` (the decoding
+        settings), `unproduced` (per side, how many vocabulary pieces the
+        SentencePiece model never produces).
+    """
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"{folder} is not a folder")
+    spec = MarianSpec(checkpoint.read_json(folder, "config.json"))
+    files = dict(FILES)
+    tokenizer_config = checkpoint.read_json(folder, "tokenizer_config.json", required=False) or {}
+    for key in FILES:
+        if key in tokenizer_config and tokenizer_config[key] is not None:
+            files[key] = tokenizer_config[key]
+    separate = bool(tokenizer_config.get("separate_vocabs", not spec.shared))
+    sides = {}
+    for side, spm_key, vocab_key, size in (
+        ("source", "source_spm", "vocab", spec.source_vocab_size),
+        ("target", "target_spm", "target_vocab_file" if separate else "vocab",
+         spec.target_vocab_size),
+    ):  # fmt: skip
+        spm_path = checkpoint.inside(folder, files[spm_key], f"the tokenizer file {spm_key}")
+        checkpoint.inside(folder, files[vocab_key], f"the tokenizer file {vocab_key}")
+        if not os.path.exists(spm_path):
+            raise FileNotFoundError(f"{folder} has no {files[spm_key]}")
+        with open(spm_path, "rb") as f:
+            proto = f.read()
+        pieces, unk_id = _vocabulary(folder, files[vocab_key], size)
+        if pieces[spec.pad_id] != "<pad>" or pieces[spec.eos_id] != "</s>":
+            raise ValueError(
+                f"pad_token_id {spec.pad_id} and eos_token_id {spec.eos_id} are "
+                f"{pieces[spec.pad_id]!r} and {pieces[spec.eos_id]!r} in {files[vocab_key]}, "
+                "not <pad> and </s>"
+            )
+        sides[side] = (proto, pieces, unk_id)
+    # A joint vocabulary holds both languages' pieces, each produced by one
+    # of the two models: count what neither produces.
+    known = {side: _spm_pieces(proto) for side, (proto, _, _) in sides.items()}
+    if not separate:
+        known["source"] = known["target"] = known["source"] | known["target"]
+    unproduced = {}
+    for side, (_, pieces, _) in sides.items():
+        unproduced[side] = sum(
+            1
+            for p in pieces
+            if p not in known[side]
+            and p not in ("<pad>", "</s>", "<unk>")
+            and not (p.startswith(">>") and p.endswith("<<"))
+        )
+    tensors = checkpoint.read_tensors(folder)
+    check_tensors(spec, tensors)
+    generation_config = checkpoint.read_json(folder, "generation_config.json", required=False) or {}
+    merged = {**{k: v for k, v in generation_config.items() if v is not None}}
+    max_length = int(merged.get("max_length", 512))
+    bad_words = merged.get("bad_words_ids")
+    generation = {
+        "beam_size": int(merged.get("num_beams", 1)),
+        "alpha": float(merged.get("length_penalty", 1.0)),
+        "length_penalty": "power",
+        # generate()'s max_length counts the start token.
+        "max_output_length": max(1, min(max_length, spec.max_positions) - 1),
+        "forced_end": merged.get("forced_eos_token_id", spec.eos_id if spec.forced_eos else None)
+        == spec.eos_id,
+    }
+    if bad_words not in (None, [[spec.pad_id]]):
+        generation["ignored_bad_words_ids"] = bad_words
+    return {
+        "spec": spec,
+        "tensors": tensors,
+        "source": sides["source"],
+        "target": sides["target"],
+        "generation": generation,
+        "unproduced": unproduced,
+    }
+
+
+def build_model(spec):
+    """The `Transformer` with Marian's architecture, built, in float32."""
+    from keras_transformer.models import Transformer
+
+    model = Transformer(
+        num_layers=spec.num_layers,
+        d_model=spec.d_model,
+        num_heads=spec.num_heads,
+        dff=spec.dff,
+        source_vocab_size=spec.source_vocab_size + 1,
+        target_vocab_size=spec.target_vocab_size + 1,
+        dropout=spec.dropout,
+        attention_dropout=spec.attention_dropout,
+        max_length=spec.max_positions,
+        norm_first=False,
+        share_embeddings=spec.shared,
+        activation=spec.activation,
+        position_encoding="sinusoidal",
+        position_layout="halves",
+        scale_embeddings=spec.scale_embedding,
+        layer_norm_epsilon=1e-5,
+        tie_output_embeddings=spec.tied,
+        output_bias=spec.tied,
+        dtype="float32",
+    )
+    model.build(((None, None), (None, None)))
+    return model
+
+
+def _assign_attention(layer, tensors, prefix, heads):
+    d = tensors[prefix + "q_proj.weight"].shape[1]
+    for dense, name in (
+        (layer._query_dense, "q_proj"),
+        (layer._key_dense, "k_proj"),
+        (layer._value_dense, "v_proj"),
+    ):
+        weight = tensors[f"{prefix}{name}.weight"]  # [out, in]
+        dense.kernel.assign(weight.T.reshape(d, heads, -1))
+        dense.bias.assign(tensors[f"{prefix}{name}.bias"].reshape(heads, -1))
+    weight = tensors[prefix + "out_proj.weight"]
+    layer._output_dense.kernel.assign(weight.T.reshape(heads, -1, weight.shape[0]))
+    layer._output_dense.bias.assign(tensors[prefix + "out_proj.bias"])
+
+
+def _assign_norm(norm, tensors, prefix):
+    norm.gamma.assign(tensors[prefix + ".weight"])
+    norm.beta.assign(tensors[prefix + ".bias"])
+
+
+def _assign_ffn(block, tensors, prefix):
+    ffn = block.feed_forward
+    ffn._intermediate.kernel.assign(tensors[prefix + "fc1.weight"].T)
+    ffn._intermediate.bias.assign(tensors[prefix + "fc1.bias"])
+    ffn._output.kernel.assign(tensors[prefix + "fc2.weight"].T)
+    ffn._output.bias.assign(tensors[prefix + "fc2.bias"])
+    _assign_norm(block.feed_forward_norm, tensors, prefix + "final_layer_norm")
+
+
+def load_weights(model, spec, tensors, source_unk, target_unk):
+    """Copies Marian's tensors into `model`, the vocabulary reordered."""
+    source_order = marian_order(spec.source_vocab_size, spec.pad_id, source_unk, spec.eos_id)
+    target_order = marian_order(spec.target_vocab_size, spec.pad_id, target_unk, spec.eos_id)
+    if spec.shared:
+        model.source_embedding.embeddings.assign(tensors["model.shared.weight"][source_order])
+    else:
+        model.source_embedding.embeddings.assign(
+            tensors["model.encoder.embed_tokens.weight"][source_order]
+        )
+        model.target_embedding.embeddings.assign(
+            tensors["model.decoder.embed_tokens.weight"][target_order]
+        )
+    bias = tensors["final_logits_bias"].reshape(-1)[target_order].astype(np.float32)
+    bias[2] = START_LOGIT
+    if spec.tied:
+        model.logits_bias.assign(bias)
+    else:
+        kernel = tensors["lm_head.weight"][target_order].T.copy()
+        kernel[:, 2] = 0.0
+        model.output_projection.kernel.assign(kernel)
+        model.output_projection.bias.assign(bias)
+    heads = spec.num_heads
+    for i, block in enumerate(model.encoder.blocks):
+        prefix = f"model.encoder.layers.{i}."
+        _assign_attention(block.self_attention, tensors, prefix + "self_attn.", heads)
+        _assign_norm(block.self_attention_norm, tensors, prefix + "self_attn_layer_norm")
+        _assign_ffn(block, tensors, prefix)
+    for i, block in enumerate(model.decoder.blocks):
+        prefix = f"model.decoder.layers.{i}."
+        _assign_attention(block.self_attention, tensors, prefix + "self_attn.", heads)
+        _assign_norm(block.self_attention_norm, tensors, prefix + "self_attn_layer_norm")
+        _assign_attention(block.cross_attention, tensors, prefix + "encoder_attn.", heads)
+        _assign_norm(block.cross_attention_norm, tensors, prefix + "encoder_attn_layer_norm")
+        _assign_ffn(block, tensors, prefix)
+
+
+def our_pieces(marian_pieces, spec, unk_id):
+    """The vocabulary in our id order (our start token named `<s>`)."""
+    order = marian_order(len(marian_pieces), spec.pad_id, unk_id, spec.eos_id)
+    pieces = [marian_pieces[i] for i in order]
+    pieces[2] = "<s>"
+    return pieces
+
+
+def import_marian(folder, output_dir):
+    """Writes the run directory of a Marian checkpoint folder.
+
+    Args:
+        folder: a `MarianMTModel` folder (as `save_pretrained` writes it).
+        output_dir: the run directory to write (must not exist).
+
+    Returns:
+        A dict of what was imported: the run path, the architecture, the
+        generation settings, and how many vocabulary pieces each
+        SentencePiece model never produces (such pieces are never the
+        result of tokenizing text; they still decode).
+
+    Example:
+
+    >>> summary = import_marian(marian_dir, f"{tmp_dir}/runs/opus")
+    >>> summary["generation"]["length_penalty"]
+    'power'
+    """
+    from keras_transformer.data.vocabulary_tokenizer import VocabularyTokenizer
+    from keras_transformer.training.run_directory import RunDirectory
+
+    if os.path.exists(output_dir):
+        raise FileExistsError(f"{output_dir} exists; an import never overwrites a run")
+    read = read_marian(folder)
+    spec = read["spec"]
+    model = build_model(spec)
+    load_weights(model, spec, read["tensors"], read["source"][2], read["target"][2])
+    staging = f"{output_dir.rstrip(os.sep)}.importing"
+    if os.path.exists(staging):
+        import shutil
+
+        shutil.rmtree(staging)
+    run = RunDirectory(staging)
+    os.makedirs(run.path)
+    for side, path in (("source", run.source_tokenizer), ("target", run.target_tokenizer)):
+        proto, pieces, unk_id = read[side]
+        VocabularyTokenizer(proto, our_pieces(pieces, spec, unk_id)).save(path)
+    model.save_weights(run.final_weights)
+    run.write_json(run.model_config, model.get_config())
+    run.write_json(run.generation, read["generation"])
+    summary = {
+        "imported_from": os.path.abspath(folder),
+        "format": "marian",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "files": _digests(folder),
+        "unproduced_pieces": read["unproduced"],
+        "marian_ids": {"pad": spec.pad_id, "eos": spec.eos_id,
+                       "source_unk": read["source"][2], "target_unk": read["target"][2]},
+    }  # fmt: skip
+    run.write_json(run.config, summary)
+    os.rename(staging, output_dir)
+    return {
+        "run": os.path.abspath(output_dir),
+        "layers": spec.num_layers,
+        "d_model": spec.d_model,
+        "source_vocab_size": spec.source_vocab_size,
+        "target_vocab_size": spec.target_vocab_size,
+        "shared_vocabulary": spec.shared,
+        "generation": read["generation"],
+        "unproduced_pieces": read["unproduced"],
+    }
+
+
+def _digests(folder):
+    """SHA-256 of each file of the checkpoint, to tell later where a run came from."""
+    digests = {}
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path) and not os.path.islink(path):
+            sha = hashlib.sha256()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(2**20), b""):
+                    sha.update(block)
+            digests[name] = sha.hexdigest()
+    return digests
+
+
+def describe(summary):
+    """One paragraph for the command line."""
+    generation = summary["generation"]
+    lines = [
+        f"Imported a Marian model ({summary['layers']}+{summary['layers']} layers, "
+        f"d_model {summary['d_model']}, vocabularies {summary['source_vocab_size']}/"
+        f"{summary['target_vocab_size']}) into {summary['run']}",
+        "generation: " + json.dumps(generation),
+    ]
+    for side, count in summary["unproduced_pieces"].items():
+        if count:
+            lines.append(
+                f"note: {count} {side} vocabulary piece(s) are never produced by the "
+                f"{side} SentencePiece model"
+            )
+    return "\n".join(lines)
