@@ -134,6 +134,27 @@ def _serve_parser(sub):
     )
 
 
+def _import_parser(sub):
+    p = sub.add_parser(
+        "import", help="make a run of a trained checkpoint of another toolkit (Marian, OPUS-MT)"
+    )
+    p.add_argument("checkpoint", help="the checkpoint folder (as save_pretrained writes it)")
+    p.add_argument(
+        "--format",
+        choices=["marian"],
+        default="marian",
+        help="its format: marian, Hugging Face's MarianMTModel (default: marian)",
+    )
+    p.add_argument("--output-dir", required=True, help="the run directory to write (new)")
+    p.set_defaults(run_command=_import)
+
+
+def _import(args):
+    from keras_transformer.interop.marian import describe, import_marian
+
+    print(describe(import_marian(args.checkpoint, args.output_dir)))
+
+
 def _export_parser(sub):
     from keras_transformer.export.options import ExportOptions
 
@@ -472,8 +493,8 @@ def build_parser():
     """The command line: one subcommand per job, in the order of the work."""
     parser = argparse.ArgumentParser(prog="keras-transformer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_train_parser, _evaluate_parser, _run_parsers, _export_parser, _score_parser,
-                _translate_parser, _corpus_parser, _serve_parser, _tune_parser,
+    for add in (_import_parser, _train_parser, _evaluate_parser, _run_parsers, _export_parser,
+                _score_parser, _translate_parser, _corpus_parser, _serve_parser, _tune_parser,
                 _client_parser):  # fmt: skip
         add(sub)
     return parser
@@ -518,6 +539,9 @@ def _is_user_error(error):
     """A `ValueError` or `OSError` that the package itself raised about its
     input (a bad value, a missing file, a port in use): one line is the
     whole story. Raised from inside another library, it is a fault."""
+    if isinstance(error, ImportError):
+        # A missing optional dependency: the message names the install.
+        return type(error) is ImportError and "pip install" in str(error)
     if not isinstance(error, (ValueError, OSError)):
         return False
     tb, last = error.__traceback__, None
@@ -535,7 +559,7 @@ def main(argv=None):
         args.options = _options(args)
         _load_keras()
         args.run_command(args)
-    except (ValueError, OSError) as error:  # FileNotFoundError and the like included
+    except (ValueError, OSError, ImportError) as error:  # FileNotFoundError included
         if not _is_user_error(error):
             traceback.print_exc()
         print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)

@@ -83,7 +83,9 @@ def read_tensors(folder):
         try:
             return dict(numpy_io.load_file(safetensors_path))
         except Exception as error:  # safetensors raises its own types
-            raise ValueError(f"{safetensors_path} is not a valid safetensors file: {error}")
+            raise ValueError(
+                f"{safetensors_path} is not a valid safetensors file: {error}"
+            ) from None
     if os.path.exists(torch_path):
         try:
             import torch

@@ -1,0 +1,183 @@
+"""A downloaded checkpoint folder is untrusted input: nothing in it runs,
+nothing is allocated before its sizes are checked, nothing outside it is
+read, and every mismatch is named."""
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_transformer.interop import checkpoint, marian
+from tests.interop import marian_checkpoints as checkpoints
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory):
+    return checkpoints.build_checkpoint(str(tmp_path_factory.mktemp("hostile") / "marian"))
+
+
+@pytest.fixture
+def folder(original, tmp_path):
+    return shutil.copytree(original, str(tmp_path / "copy"))
+
+
+def _edit_json(folder, name, **changes):
+    path = os.path.join(folder, name)
+    with open(path) as f:
+        values = json.load(f)
+    values.update(changes)
+    with open(path, "w") as f:
+        json.dump(values, f)
+
+
+class _RunsCode:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_pickle_that_runs_code_is_refused(folder, tmp_path):
+    marker = str(tmp_path / "ran")
+    os.remove(os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "pytorch_model.bin"), "wb") as f:
+        pickle.dump({"model.shared.weight": _RunsCode(marker)}, f)
+    with pytest.raises(ValueError, match="weights_only=True"):
+        marian.read_marian(folder)
+    assert not os.path.exists(marker)
+
+
+def test_a_pytorch_file_imports_as_the_safetensors_one(original, tmp_path):
+    folder = checkpoints.build_checkpoint(str(tmp_path / "bin"), safetensors=False)
+    assert not os.path.exists(os.path.join(folder, "model.safetensors"))
+    from_bin = marian.read_marian(folder)["tensors"]
+    from_safetensors = marian.read_marian(original)["tensors"]
+    # PyTorch's state dict also holds the tied copies and the fixed position
+    # tables, accepted as what they are (checked equal).
+    assert set(from_bin) - set(from_safetensors) == {
+        "lm_head.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
+        "model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight",
+    }  # fmt: skip
+    assert set(from_safetensors) <= set(from_bin)
+    for name, value in from_safetensors.items():
+        np.testing.assert_array_equal(from_bin[name], value, err_msg=name)
+
+
+def test_without_pytorch_a_pytorch_file_is_one_clear_error(folder, monkeypatch):
+    os.remove(os.path.join(folder, "model.safetensors"))
+    torch.save({"x": torch.zeros(1)}, os.path.join(folder, "pytorch_model.bin"))
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(ImportError, match="pytorch_model.bin.*pip install torch"):
+        checkpoint.read_tensors(folder)
+
+
+@pytest.mark.parametrize(
+    "changes,match",
+    [
+        (dict(vocab_size=10**9), "vocab_size=1000000000 is over the limit"),
+        (dict(encoder_layers=10**4, decoder_layers=10**4), "encoder_layers=10000 is over"),
+        (dict(d_model=-4), "d_model must be a positive int"),
+        (dict(encoder_layers=2, decoder_layers=3), "encoder_layers=2 and decoder_layers=3"),
+        (dict(activation_function="tanh"), "activation_function 'tanh'"),
+        (dict(model_type="bart"), "model_type 'bart'"),
+        (dict(decoder_start_token_id=0), "decoder_start_token_id=0"),
+    ],
+)
+def test_a_config_is_checked_before_anything_is_read_or_allocated(folder, changes, match):
+    os.remove(os.path.join(folder, "model.safetensors"))  # never reached
+    _edit_json(folder, "config.json", **changes)
+    with pytest.raises(ValueError, match=match):
+        marian.read_marian(folder)
+
+
+def _rewrite_tensors(folder, edit):
+    from safetensors.numpy import load_file, save_file
+
+    path = os.path.join(folder, "model.safetensors")
+    tensors = load_file(path)
+    edit(tensors)
+    save_file(tensors, path)
+
+
+@pytest.mark.parametrize(
+    "edit,match",
+    [
+        (lambda t: t.pop("model.decoder.layers.1.fc2.bias"), "lacks 1 tensor.*layers.1.fc2.bias"),
+        (lambda t: t.update({"model.encoder.layers.9.fc1.weight": np.zeros((2, 2), "f4")}),
+         "does not give: model.encoder.layers.9.fc1.weight"),
+        (lambda t: t.update({"model.encoder.layers.0.fc1.bias": np.zeros(3, "f4")}),
+         r"fc1.bias has shape \(3,\); the config gives \(64,\)"),
+        (lambda t: t.update({"lm_head.weight": t["model.shared.weight"] + 1}),
+         "lm_head.weight should be a copy of model.shared.weight"),
+    ],
+)  # fmt: skip
+def test_tensors_missing_extra_or_misshapen_are_named(folder, edit, match):
+    _rewrite_tensors(folder, edit)
+    with pytest.raises(ValueError, match=match):
+        marian.read_marian(folder)
+
+
+def test_an_older_checkpoint_s_copies_and_position_tables_are_accepted(folder):
+    from keras_transformer.layers import sinusoidal_position_encoding
+
+    table = sinusoidal_position_encoding(64, 32, layout="halves")
+
+    def add(tensors):
+        tensors["lm_head.weight"] = tensors["model.shared.weight"].copy()
+        tensors["model.encoder.embed_positions.weight"] = table
+
+    _rewrite_tensors(folder, add)
+    assert marian.read_marian(folder)["spec"].num_layers == 2
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "/etc/passwd", "sub/../../x.spm"])
+def test_a_tokenizer_file_outside_the_folder_is_refused(folder, name):
+    _edit_json(folder, "tokenizer_config.json", source_spm=name)
+    with pytest.raises(ValueError, match="points outside the checkpoint folder"):
+        marian.read_marian(folder)
+
+
+def test_a_symbolic_link_out_of_the_folder_is_refused(folder, tmp_path):
+    outside = tmp_path / "elsewhere.spm"
+    shutil.copy(os.path.join(folder, "source.spm"), outside)
+    os.symlink(outside, os.path.join(folder, "linked.spm"))
+    _edit_json(folder, "tokenizer_config.json", source_spm="linked.spm")
+    with pytest.raises(ValueError, match="linked.spm.*points outside"):
+        marian.read_marian(folder)
+
+
+def test_a_vocabulary_that_disagrees_with_the_config_is_named(folder):
+    _edit_json(folder, "vocab.json", **{"▁extra": 10**6})
+    with pytest.raises(ValueError, match="vocab.json: '▁extra' has id 1000000"):
+        marian.read_marian(folder)
+
+
+def test_the_command_line_reports_a_bad_checkpoint_in_one_line(folder, tmp_path):
+    _edit_json(folder, "config.json", vocab_size=10**9)
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer.cli", "import", folder,
+         "--output-dir", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if "error" in line]
+    assert lines == [
+        "keras-transformer import: error: The config's vocab_size=1000000000 is over the "
+        "limit of 1000000; refused"
+    ], result.stderr[-2000:]
+    assert not os.path.exists(tmp_path / "run")
+
+
+def test_an_existing_run_is_never_overwritten(original, tmp_path):
+    os.makedirs(tmp_path / "run")
+    with pytest.raises(FileExistsError, match="never overwrites"):
+        marian.import_marian(original, str(tmp_path / "run"))
