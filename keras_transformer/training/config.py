@@ -11,6 +11,7 @@ from keras_transformer.models.presets import PRESETS
 
 STRATEGIES = ("auto", "mirrored", "multi_worker")
 BACKENDS = ("tensorflow", "jax", "torch")
+FREEZABLE = ("source_embedding", "target_embedding", "encoder", "decoder")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -52,6 +53,16 @@ class TrainConfig(DataConfig):
             chosen before Keras is imported, as `keras-transformer train
             --backend` does; the input pipeline is tf.data either way, and
             the run's weights load into any backend (export uses TensorFlow).
+        init_from: a run directory (trained here, or made by `import` from
+            a checkpoint such as OPUS-MT's) whose architecture, weights,
+            tokenizers and generation settings this run starts from:
+            fine-tuning. `preset` and `vocab_size` are then the run's;
+            `model_overrides` may change only `dropout` and
+            `attention_dropout`.
+        freeze: parts of the model kept as they are during training:
+            any of `source_embedding`, `target_embedding`, `encoder`,
+            `decoder` (with shared embeddings, either embedding freezes
+            both, and the tied output projection with them).
         seed: random seed.
         verbose: Keras progress output: 0 none, 1 a line of steps as they
             run, 2 one line per epoch.
@@ -75,6 +86,8 @@ class TrainConfig(DataConfig):
     devices: list | None = None
     backend: str | None = dataclasses.field(default=None, metadata={"choices": BACKENDS})
     checkpoint_every: int = 200
+    init_from: str | None = None
+    freeze: list = dataclasses.field(default_factory=list)
     seed: int = 0
     verbose: int = dataclasses.field(default=1, metadata={"choices": (0, 1, 2)})
 
@@ -119,10 +132,22 @@ class TrainConfig(DataConfig):
                     "Give `lr_scale` or `peak_learning_rate`, not both. Received: "
                     f"lr_scale={self.lr_scale!r}, peak_learning_rate={self.peak_learning_rate!r}"
                 )
+        if isinstance(self.freeze, str):
+            self.freeze = [part for part in self.freeze.split(",") if part]
+        unknown = sorted(set(self.freeze) - set(FREEZABLE))
+        if unknown:
+            raise ValueError(f"`freeze` takes {list(FREEZABLE)}. Received: {unknown}")
+        if self.init_from is not None:
+            changed = sorted(set(self.model_overrides) - {"dropout", "attention_dropout"})
+            if changed:
+                raise ValueError(
+                    f"With `init_from` the architecture is the run's; `model_overrides` may "
+                    f"set dropout and attention_dropout only. Received: {changed}"
+                )
         shared = self.model_overrides.get(
             "share_embeddings", PRESETS[self.preset].get("share_embeddings", False)
         )
-        if shared and not self.joint_vocabulary:
+        if shared and not self.joint_vocabulary and self.init_from is None:
             raise ValueError(
                 "The model shares its embeddings (`share_embeddings`), which needs one "
                 "vocabulary for both languages: set `joint_vocabulary`"

@@ -73,15 +73,33 @@ def read_generation(path):
     return run.read_json(run.generation)
 
 
-def build_run_model(run):
-    """The run's Transformer, built from `model_config.json`, in float32."""
+def build_run_model(run, overrides=None):
+    """The run's Transformer, built from `model_config.json` (with
+    `overrides` of its constructor arguments), in the global dtype policy
+    (float32 unless set)."""
     if not os.path.exists(run.model_config):
         raise FileNotFoundError(f"{run.path} is not a training run: {run.model_config} is missing")
-    model_config = run.read_json(run.model_config)
-    model_config.pop("dtype", None)  # inference runs in float32
+    model_config = {**run.read_json(run.model_config), **(overrides or {})}
+    model_config.pop("dtype", None)
     model = Transformer.from_config(model_config)
     model.build(((None, None), (None, None)))
     return model
+
+
+def weights_path(run, weights="auto"):
+    """The file of the run's `weights` (see `load_run`)."""
+    if weights not in WEIGHTS:
+        raise ValueError(f"`weights` must be one of {WEIGHTS}. Received: weights={weights!r}")
+    candidates = {
+        "auto": [run.averaged_weights, run.best_weights, run.final_weights],
+        "averaged": [run.averaged_weights],
+        "best": [run.best_weights, run.final_weights],
+        "final": [run.final_weights],
+    }[weights]
+    for candidate in candidates:
+        if os.path.exists(candidate):
+            return candidate
+    raise FileNotFoundError(f"No weights in {run.path} (looked for {candidates})")
 
 
 def load_run(path, weights="auto"):
@@ -100,18 +118,7 @@ def load_run(path, weights="auto"):
         raise ValueError(f"`weights` must be one of {WEIGHTS}. Received: weights={weights!r}")
     run = RunDirectory(path)
     model = build_run_model(run)
-    candidates = {
-        "auto": [run.averaged_weights, run.best_weights, run.final_weights],
-        "averaged": [run.averaged_weights],
-        "best": [run.best_weights, run.final_weights],
-        "final": [run.final_weights],
-    }[weights]
-    for candidate in candidates:
-        if os.path.exists(candidate):
-            model.load_weights(candidate)
-            break
-    else:
-        raise FileNotFoundError(f"No weights in {run.path} (looked for {candidates})")
+    model.load_weights(weights_path(run, weights))
     source = load_tokenizer(run.source_tokenizer)
     target = load_tokenizer(run.target_tokenizer)
     return model, source, target, run.read_json(run.config)

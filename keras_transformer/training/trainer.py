@@ -18,7 +18,11 @@ from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training.atomic_files import save_weights_atomically
 from keras_transformer.training.backup import Backup
 from keras_transformer.training.config import TrainConfig
-from keras_transformer.training.run_directory import RunDirectory
+from keras_transformer.training.run_directory import (
+    RunDirectory,
+    build_run_model,
+    weights_path,
+)
 
 
 def devices():
@@ -50,14 +54,20 @@ def set_precision(mixed):
 
 def build_model(config, source_vocab, target_vocab, strategy=None):
     """The compiled `Transformer` of `config`, ready for `fit` (call under
-    `strategy`'s scope)."""
-    model = Transformer.from_preset(
-        config.preset,
-        source_vocab,
-        target_vocab,
-        **{"max_length": max(config.max_length, 256), **config.model_overrides},
-    )
-    model.build(((None, None), (None, None)))
+    `strategy`'s scope): the preset's with `model_overrides`, or with
+    `init_from`, the run's architecture and weights."""
+    if config.init_from is not None:
+        model = _initial_model(config, source_vocab, target_vocab)
+    else:
+        model = Transformer.from_preset(
+            config.preset,
+            source_vocab,
+            target_vocab,
+            **{"max_length": max(config.max_length, 256), **config.model_overrides},
+        )
+        model.build(((None, None), (None, None)))
+    for part in config.freeze:
+        getattr(model, part).trainable = False
     return recipe.compile_for_training(
         model,
         warmup_steps=config.warmup_steps,
@@ -68,6 +78,47 @@ def build_model(config, source_vocab, target_vocab, strategy=None):
         jit_compile=config.jit_compile or keras.backend.backend() == "jax",
         strategy=strategy,
     )
+
+
+def _initial_model(config, source_vocab, target_vocab):
+    """The `init_from` run's model with its weights (and new dropout)."""
+    start = RunDirectory(config.init_from)
+    model = build_run_model(start, overrides=config.model_overrides)
+    sizes = (model.source_vocab_size, model.target_vocab_size)
+    if sizes != (source_vocab, target_vocab):
+        raise ValueError(
+            f"The tokenizers give vocabularies of {source_vocab} and {target_vocab} pieces; "
+            f"the model of {start.path} has {sizes[0]} and {sizes[1]}"
+        )
+    if config.max_length > model.max_length:
+        raise ValueError(
+            f"`max_length` {config.max_length} is over the {model.max_length} positions "
+            f"of the model of {start.path}"
+        )
+    model.load_weights(weights_path(start))
+    return model
+
+
+def _start_from(config, run, log):
+    """Copies the `init_from` run's tokenizers and generation settings into
+    a new run, so that it tokenizes, and its exports decode, as that run."""
+    import shutil
+
+    start = RunDirectory(config.init_from)
+    if not os.path.exists(start.model_config):
+        raise FileNotFoundError(
+            f"init_from: {start.path} is not a run ({start.model_config} is missing)"
+        )
+    if run.has_tokenizers():
+        return
+    folder = os.path.dirname(start.source_tokenizer)
+    target = os.path.dirname(run.source_tokenizer)
+    os.makedirs(target, exist_ok=True)
+    for name in sorted(os.listdir(folder)):
+        shutil.copy2(os.path.join(folder, name), os.path.join(target, name))
+    if os.path.exists(start.generation):
+        shutil.copy2(start.generation, run.generation)
+    log(f"Starting from {start.path}: its architecture, weights and tokenizers")
 
 
 def train(config, log=print):
@@ -106,6 +157,8 @@ def train(config, log=print):
     os.makedirs(run.path, exist_ok=True)
     if is_chief:
         run.write_json(run.config, config.to_dict())
+    if config.init_from is not None and is_chief:
+        _start_from(config, run, log)
 
     data = preparation.prepare_data(config, run, log, save=is_chief)
     train_batches = data.train_batches(
