@@ -11,7 +11,7 @@ import dataclasses
 
 from keras_transformer._renames import rename_keys
 
-FORMATS = ("savedmodel", "ctranslate2")
+FORMATS = ("savedmodel", "ctranslate2", "huggingface")
 PENALTIES = ("gnmt", "power")
 # The decoding settings of a run that has none of its own (`generation.json`
 # holds an imported checkpoint's).
@@ -43,7 +43,10 @@ class ExportOptions:
             or final.
         format: savedmodel, for TF Serving; ctranslate2, a CTranslate2
             model directory with its vocabularies, for CTranslate2's
-            Translator (needs the [ctranslate2] extra).
+            Translator (needs the [ctranslate2] extra); huggingface, a
+            Marian checkpoint folder (MarianMTModel, MarianTokenizer) for
+            transformers and its converters, for a run Marian can express
+            (needs the [huggingface] extra).
         beam_size: beams of the beam search; 1 decodes greedily. None: the
             run's generation settings (an imported checkpoint's), else 4.
         alpha: length-penalty exponent of the beam search; 0 for none.
@@ -123,13 +126,13 @@ class ExportOptions:
             raise ValueError("`sampling_temperature` must be > 0 and `sampling_topp` in (0, 1]")
         self.batch_sizes = _positive_ints("batch_sizes", self.batch_sizes)
         self.lengths = _positive_ints("lengths", self.lengths)
-        if self.format == "ctranslate2":
+        if self.format != "savedmodel":
             for flag, value in (("--jit-compile", self.jit_compile),
                                 ("--batch-sizes", self.batch_sizes),
                                 ("--lengths", self.lengths)):  # fmt: skip
                 if value:
                     raise ValueError(f"{flag} applies to --format savedmodel only")
-        elif self.quantization != "none":
+        if self.format != "ctranslate2" and self.quantization != "none":
             raise ValueError("--quantization applies to --format ctranslate2 only")
         check_compiled_shapes(self.jit_compile, self.batch_sizes, self.lengths)
 
@@ -193,6 +196,11 @@ def _positive_ints(name, value):
 def export(options):
     """Writes the export that `options` (`ExportOptions`) describe; returns
     its path."""
+    if options.format == "huggingface":
+        from keras_transformer.interop.marian_export import export_marian_run
+
+        return export_marian_run(options.run, options.export_base, version=options.version,
+                                 weights=options.weights)  # fmt: skip
     if options.format == "ctranslate2":
         from keras_transformer.export.ctranslate2 import export_ctranslate2_run
 

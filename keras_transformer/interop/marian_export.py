@@ -1,0 +1,260 @@
+"""A run as a Marian checkpoint in the Hugging Face format: the way back.
+
+`export_marian(run_path, output_dir)` writes `config.json`,
+`model.safetensors`, `generation_config.json`, the SentencePiece models
+(`source.spm`, `target.spm`), `vocab.json` (and `target_vocab.json` with
+separate vocabularies) and `tokenizer_config.json`, which
+`MarianMTModel.from_pretrained` and `MarianTokenizer` load, and
+CTranslate2's `ct2-transformers-converter` converts. Neither `transformers`
+nor PyTorch is needed to write it.
+
+Marian can express a post-norm Transformer with sinusoidal positions,
+layer norm epsilon 1e-5 and a ReLU, GELU or SiLU feed-forward; any other
+run is refused, naming what Marian lacks. A run whose sinusoidal table
+interleaves sines and cosines (every run trained here) is written with its
+model width permuted, sines first: the same function in Marian's layout.
+Ids: this library's end token becomes Marian's 0 and its padding Marian's 3
+(one padding id serves both vocabularies, as Marian's config has one);
+unknown stays 1, and decoding starts from the start token, 2
+(`decoder_start_token_id`).
+"""
+
+import json
+import os
+
+import numpy as np
+
+from keras_transformer.data.tokenizer import END_ID, PAD_ID, START_ID, UNK_ID
+
+# Our id of each Marian id: the end token and padding change places.
+_SWAP = {END_ID: PAD_ID, PAD_ID: END_ID}
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "silu": "swish", "swish": "swish"}
+
+
+def marian_ids(vocab_size):
+    """Our id of Marian id `m`, for `m` in `range(vocab_size)`."""
+    return np.array([_SWAP.get(m, m) for m in range(vocab_size)])
+
+
+def check_expressible(model):
+    """Raises a `ValueError` naming what of `model` Marian cannot express."""
+    import keras
+
+    problems = []
+    if model.norm_first:
+        problems.append("pre-norm blocks (norm_first=True); Marian is post-norm")
+    if model.position_encoding != "sinusoidal":
+        problems.append(f"{model.position_encoding} positions; Marian's are sinusoidal")
+    if abs(model.layer_norm_epsilon - 1e-5) > 1e-12:
+        problems.append(f"layer_norm_epsilon={model.layer_norm_epsilon}; Marian's is 1e-5")
+    activation = keras.activations.get(model.activation)
+    name = getattr(activation, "__name__", str(model.activation))
+    if name not in ACTIVATIONS:
+        problems.append(f"the activation {name!r}; Marian has {sorted(ACTIVATIONS)}")
+    if problems:
+        raise ValueError("Marian cannot express this run: " + "; ".join(problems))
+    return ACTIVATIONS[name]
+
+
+def _residual_order(model):
+    """The permutation of the model width that puts the sinusoidal table in
+    Marian's halves (the identity for a run that has them already)."""
+    d = model.d_model
+    if model.target_embedding.position_layout == "halves":
+        return np.arange(d)
+    return np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])
+
+
+def marian_tensors(model):
+    """The model's weights under Marian's names, ids and layout."""
+    width = _residual_order(model)
+    source_ids = marian_ids(model.source_vocab_size)
+    target_ids = marian_ids(model.target_vocab_size)
+    d = model.d_model
+
+    def array(variable):
+        return np.asarray(variable, dtype=np.float32)
+
+    tensors = {}
+    source_table = array(model.source_embedding.embeddings)[source_ids][:, width]
+    target_table = array(model.target_embedding.embeddings)[target_ids][:, width]
+    if model.share_embeddings:
+        tensors["model.shared.weight"] = source_table
+    else:
+        tensors["model.encoder.embed_tokens.weight"] = source_table
+        tensors["model.decoder.embed_tokens.weight"] = target_table
+    if model.output_projection is not None:
+        kernel = array(model.output_projection.kernel)  # [d, vocab]
+        tensors["lm_head.weight"] = kernel.T[target_ids][:, width]
+        bias = array(model.output_projection.bias)[target_ids]
+    elif model.logits_bias is not None:
+        bias = array(model.logits_bias)[target_ids]
+    else:
+        bias = np.zeros([model.target_vocab_size], np.float32)
+    tensors["final_logits_bias"] = bias[None, :]
+
+    def attention(prefix, layer):
+        for dense, name in ((layer._query_dense, "q_proj"), (layer._key_dense, "k_proj"),
+                            (layer._value_dense, "v_proj")):  # fmt: skip
+            kernel = array(dense.kernel).reshape(d, -1)  # [in, out]
+            tensors[f"{prefix}{name}.weight"] = kernel.T[:, width]
+            tensors[f"{prefix}{name}.bias"] = array(dense.bias).reshape(-1)
+        kernel = array(layer._output_dense.kernel)
+        kernel = kernel.reshape(-1, kernel.shape[-1])  # [heads * head_dim, d]
+        tensors[f"{prefix}out_proj.weight"] = kernel.T[width]
+        tensors[f"{prefix}out_proj.bias"] = array(layer._output_dense.bias)[width]
+
+    def norm(name, layer):
+        tensors[f"{name}.weight"] = array(layer.gamma)[width]
+        tensors[f"{name}.bias"] = array(layer.beta)[width]
+
+    def ffn(prefix, block):
+        inner, outer = block.feed_forward._intermediate, block.feed_forward._output
+        tensors[f"{prefix}fc1.weight"] = array(inner.kernel).T[:, width]
+        tensors[f"{prefix}fc1.bias"] = array(inner.bias)
+        tensors[f"{prefix}fc2.weight"] = array(outer.kernel).T[width]
+        tensors[f"{prefix}fc2.bias"] = array(outer.bias)[width]
+        norm(prefix + "final_layer_norm", block.feed_forward_norm)
+
+    for i, block in enumerate(model.encoder.blocks):
+        prefix = f"model.encoder.layers.{i}."
+        attention(prefix + "self_attn.", block.self_attention)
+        norm(prefix + "self_attn_layer_norm", block.self_attention_norm)
+        ffn(prefix, block)
+    for i, block in enumerate(model.decoder.blocks):
+        prefix = f"model.decoder.layers.{i}."
+        attention(prefix + "self_attn.", block.self_attention)
+        norm(prefix + "self_attn_layer_norm", block.self_attention_norm)
+        attention(prefix + "encoder_attn.", block.cross_attention)
+        norm(prefix + "encoder_attn_layer_norm", block.cross_attention_norm)
+        ffn(prefix, block)
+    return {name: np.ascontiguousarray(value) for name, value in tensors.items()}
+
+
+def _vocabulary(tokenizer):
+    pieces = tokenizer.pieces()
+    ids = marian_ids(len(pieces))
+    vocab = {}
+    for marian_id, ours in enumerate(ids):
+        piece = pieces[ours]
+        if piece in vocab:
+            raise ValueError(f"The vocabulary names two ids {piece!r}; Marian's maps names to ids")
+        vocab[piece] = marian_id
+    if "<unk>" not in vocab or vocab["<unk>"] != UNK_ID:
+        raise ValueError("Marian needs the unknown token named <unk>")
+    return vocab
+
+
+def _config(model, activation, generation):
+    return {
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "vocab_size": model.source_vocab_size,
+        "decoder_vocab_size": model.target_vocab_size,
+        "d_model": model.d_model,
+        "encoder_layers": model.num_layers,
+        "decoder_layers": model.num_layers,
+        "encoder_attention_heads": model.num_heads,
+        "decoder_attention_heads": model.num_heads,
+        "encoder_ffn_dim": model.dff,
+        "decoder_ffn_dim": model.dff,
+        "activation_function": activation,
+        "max_position_embeddings": model.max_length,
+        "scale_embedding": bool(model.scale_embeddings),
+        "share_encoder_decoder_embeddings": bool(model.share_embeddings),
+        "tie_word_embeddings": model.output_projection is None,
+        "dropout": float(model.dropout),
+        "attention_dropout": float(
+            model.dropout if model.attention_dropout is None else model.attention_dropout
+        ),
+        "activation_dropout": 0.0,
+        "pad_token_id": END_ID,  # Marian id 3: our padding
+        "eos_token_id": PAD_ID,  # Marian id 0: our end token
+        "decoder_start_token_id": START_ID,
+        "forced_eos_token_id": PAD_ID if generation["forced_end"] else None,
+        "is_encoder_decoder": True,
+    }
+
+
+def _generation_config(generation):
+    config = {
+        "num_beams": generation["beam_size"],
+        "max_length": generation["max_output_length"] + 1,  # with the start token
+        "bad_words_ids": [[END_ID]],
+        "decoder_start_token_id": START_ID,
+        "eos_token_id": PAD_ID,
+        "pad_token_id": END_ID,
+    }
+    if generation["length_penalty"] == "power":
+        config["length_penalty"] = generation["alpha"]
+    if generation["forced_end"]:
+        config["forced_eos_token_id"] = PAD_ID
+    return config
+
+
+def export_marian(model, source_tokenizer, target_tokenizer, output_dir, generation=None):
+    """Writes `model` and its tokenizers as a Marian checkpoint folder.
+
+    Args:
+        model: a `Transformer` Marian can express (see `check_expressible`).
+        source_tokenizer, target_tokenizer: the run's tokenizers.
+        output_dir: the folder to write (must not exist).
+        generation: the run's generation settings (`read_generation`);
+            `generate()` has the power length penalty only, so a run that
+            decodes with GNMT's keeps `generate()`'s default there.
+
+    Returns:
+        `output_dir`.
+    """
+    from keras_transformer._extras import require
+    from keras_transformer.export.options import DECODING_DEFAULTS
+
+    numpy_io = require("safetensors.numpy", "huggingface")
+    activation = check_expressible(model)
+    if os.path.exists(output_dir):
+        raise FileExistsError(f"{output_dir} exists; an export is never overwritten")
+    generation = {**DECODING_DEFAULTS, **(generation or {})}
+    shared = model.share_embeddings or (
+        source_tokenizer.pieces() == target_tokenizer.pieces()
+        and source_tokenizer.model_proto == target_tokenizer.model_proto
+    )
+    source_vocab = _vocabulary(source_tokenizer)
+    target_vocab = _vocabulary(target_tokenizer)
+    tensors = marian_tensors(model)
+    os.makedirs(output_dir)
+    numpy_io.save_file(tensors, os.path.join(output_dir, "model.safetensors"),
+                       metadata={"format": "pt"})  # fmt: skip
+    files = {
+        "config.json": _config(model, activation, generation),
+        "generation_config.json": _generation_config(generation),
+        "tokenizer_config.json": {
+            "separate_vocabs": not shared,
+            "model_max_length": 512,
+            "tokenizer_class": "MarianTokenizer",
+        },  # fmt: skip
+        "vocab.json": source_vocab,
+    }
+    if not shared:
+        files["target_vocab.json"] = target_vocab
+    for name, values in files.items():
+        with open(os.path.join(output_dir, name), "w", encoding="utf-8") as f:
+            json.dump(values, f, ensure_ascii=False, indent=1)
+    for name, tokenizer in (("source.spm", source_tokenizer), ("target.spm", target_tokenizer)):
+        with open(os.path.join(output_dir, name), "wb") as f:
+            f.write(tokenizer.model_proto)
+    return output_dir
+
+
+def export_marian_run(run_path, export_base, version=None, weights="auto"):
+    """Exports a run as `export_base/<version>/`, a Marian checkpoint folder,
+    written beside and renamed into place as every export."""
+    from keras_transformer.export.servable import write_version
+    from keras_transformer.training.run_directory import load_run, read_generation
+
+    model, source, target, _ = load_run(run_path, weights=weights)
+    check_expressible(model)
+    generation = read_generation(run_path)
+    return write_version(
+        export_base, version,
+        lambda staging: export_marian(model, source, target, staging, generation),
+    )  # fmt: skip
