@@ -192,17 +192,21 @@ def _train(args):
 def _evaluate(args):
     from keras_transformer.data.sources import read_parallel_files
     from keras_transformer.decoding import Translator, evaluate
+    from keras_transformer.export.options import ExportOptions
     from keras_transformer.training import load_run
+    from keras_transformer.training.run_directory import read_generation
 
+    options = ExportOptions(
+        run=args.run, export_base="-", beam_size=args.beam_size, alpha=args.alpha,
+        length_penalty=args.length_penalty, max_output_length=args.max_output_length,
+    )  # fmt: skip
+    decoding = options.decoding(read_generation(args.run))
     model, source_tok, target_tok, _ = load_run(args.run, weights=args.weights)
     translator = Translator(
-        model,
-        source_tok,
-        target_tok,
-        beam_size=args.beam_size,
-        alpha=args.alpha,
-        max_output_length=args.max_output_length,
-    )
+        model, source_tok, target_tok, beam_size=decoding["beam_size"],
+        alpha=decoding["alpha"], length_penalty=decoding["length_penalty"],
+        forced_end=decoding["forced_end"], max_output_length=decoding["max_length"],
+    )  # fmt: skip
     sources, references, stats = read_parallel_files(args.source, args.reference)
     if stats.empty_dropped:
         print(f"{stats.empty_dropped} pairs with an empty side skipped", file=sys.stderr)
@@ -213,7 +217,7 @@ def _evaluate(args):
             json.dump(
                 {
                     **scores.as_dict(),
-                    "beam_size": args.beam_size,
+                    "beam_size": decoding["beam_size"],
                     "run": args.run,
                     "weights": args.weights,
                 },
@@ -341,27 +345,31 @@ def _add_weights_flag(p):
 
 
 def _add_decoding_flags(p):
+    # None: the run's generation settings (an imported checkpoint's), else
+    # the defaults of export (ExportOptions).
     p.add_argument(
         "--beam-size",
         type=int,
-        default=4,
-        help="beams of the beam search; 1 decodes greedily (default: %(default)s)",
+        help="beams of the beam search; 1 decodes greedily (default: the run's, else 4)",
     )
     p.add_argument(
         "--alpha",
         type=float,
-        default=0.6,
-        help="length penalty of the beam search, as GNMT's ((5 + length) / 6) ** alpha; "
-        "0 for none (default: %(default)s)",
+        help="length-penalty exponent; 0 for none (default: the run's, else 0.6)",
+    )
+    p.add_argument(
+        "--length-penalty",
+        choices=["gnmt", "power"],
+        help="the penalty's form: gnmt, ((5 + length) / 6) ** alpha; power, length ** alpha, "
+        "as transformers' generate() (default: the run's, else gnmt)",
     )
     p.add_argument(
         "--max-output-length",
         "--max-length",
         dest="max_output_length",
         type=int,
-        default=128,
         help="longest translation, in tokens; --max-length is its older name "
-        "(default: %(default)s)",
+        "(default: the run's, else 128)",
     )
 
 
