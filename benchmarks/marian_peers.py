@@ -68,6 +68,7 @@ def build(data_dir, base, tokens):
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(text[lang]), model_writer=proto, vocab_size=8000,
             model_type="unigram", character_coverage=1.0, minloglevel=2, num_threads=2,
+            hard_vocab_limit=False,
         )  # fmt: skip
         with open(os.path.join(folder, name), "wb") as f:
             f.write(proto.getvalue())

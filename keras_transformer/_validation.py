@@ -23,3 +23,15 @@ def check_non_negative_number(name, value):
     """Raises a `ValueError` naming `name` unless `value` is an int or float >= 0 (not a bool)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise ValueError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")
+
+
+def options_from_dict(cls, values, what):
+    """`cls(**values)` for an options dataclass read from a `--config`
+    file; a key that is not one of its fields is an error naming it."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ValueError(f"Unknown {what} option(s): {', '.join(unknown)}")
+    return cls(**values)

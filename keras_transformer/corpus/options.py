@@ -7,7 +7,7 @@ do. It imports neither TensorFlow nor an engine.
 
 import dataclasses
 
-from keras_transformer._validation import check_positive_int
+from keras_transformer._validation import check_positive_int, options_from_dict
 
 TASKS = ("translate", "nbest", "score")
 ENGINES = ("local", "ray")
@@ -79,8 +79,4 @@ class CorpusOptions:
     @classmethod
     def from_dict(cls, values):
         """Options from a `--config` file's keys; unknown keys are errors."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"Unknown corpus option(s): {', '.join(unknown)}")
-        return cls(**values)
+        return options_from_dict(cls, values, "corpus")

@@ -10,6 +10,7 @@ can describe itself without loading them.
 import dataclasses
 
 from keras_transformer._renames import rename_keys
+from keras_transformer._validation import options_from_dict
 
 FORMATS = ("savedmodel", "ctranslate2", "huggingface")
 PENALTIES = ("gnmt", "power")
@@ -142,11 +143,7 @@ class ExportOptions:
         `max_length` is read as `max_output_length` (with a warning)."""
         values = dict(values)
         rename_keys(values, _RENAMED, "ExportOptions")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"Unknown export option(s): {', '.join(unknown)}")
-        return cls(**values)
+        return options_from_dict(cls, values, "export")
 
     def decoding(self, generation=None):
         """The keyword arguments of `export_run` for a SavedModel.

@@ -11,8 +11,9 @@ import numpy as np
 
 log = logging.getLogger("keras_transformer.serve")
 
-# How often a waiting request asks whether its client is still there.
-_POLL_SECONDS = 0.05
+# How often a waiting request (for its batch, or for a work slot in `core`)
+# asks whether its client is still there.
+POLL_SECONDS = 0.05
 # How long, at least, small clients just answered count as still there.
 _SMALL_RETURN_SECONDS = 0.05
 
@@ -102,7 +103,7 @@ class Batcher:
         # the rest of its rows.
         while True:
             left = time_left()
-            wait = _POLL_SECONDS if left is None else min(_POLL_SECONDS, max(left, 0.0))
+            wait = POLL_SECONDS if left is None else min(POLL_SECONDS, max(left, 0.0))
             try:
                 return task.done.result(timeout=wait)
             except futures.TimeoutError:

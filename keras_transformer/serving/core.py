@@ -12,7 +12,7 @@ import time
 import tensorflow as tf
 
 from keras_transformer.export.session_model import SignatureNotFound
-from keras_transformer.serving.batching import DeadlineExceeded, RequestCancelled
+from keras_transformer.serving.batching import POLL_SECONDS, DeadlineExceeded, RequestCancelled
 from keras_transformer.serving.limits import RequestLimits, RequestRejected, request_inputs
 from keras_transformer.serving.metrics import UNKNOWN, Metrics
 
@@ -34,10 +34,6 @@ class ServingError(Exception):
     def __init__(self, code, message):
         super().__init__(message)
         self.code = code
-
-
-# How often a call waiting for a work slot asks whether its client is there.
-_SLOT_POLL_SECONDS = 0.05
 
 
 class WorkSlot:
@@ -63,7 +59,7 @@ class WorkSlot:
                 )
             if not self.alive():
                 raise ServingError("CANCELLED", "The client cancelled the request")
-            wait = _SLOT_POLL_SECONDS if left is None else min(_SLOT_POLL_SECONDS, left)
+            wait = POLL_SECONDS if left is None else min(POLL_SECONDS, left)
             if self.semaphore.acquire(timeout=wait):
                 return self
 

@@ -15,6 +15,7 @@ from keras_transformer._validation import (
     check_non_negative_number,
     check_positive_int,
     check_positive_number,
+    options_from_dict,
 )
 from keras_transformer._version_folders import parse_version_folder
 
@@ -171,11 +172,7 @@ class ServerOptions:
     @classmethod
     def from_dict(cls, values):
         """Options from a `--config` file's keys; unknown keys are errors."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"Unknown serve option(s): {', '.join(unknown)}")
-        return cls(**values)
+        return options_from_dict(cls, values, "serve")
 
     @property
     def predict_threads(self):
