@@ -175,9 +175,9 @@ class Translator(tf.Module):
         searches = ["beam search"] if self.beam_size > 1 else []
         return searches + ["greedy search", "sampling", "scoring pass"]
 
-    def _search(self, context, beam_size, sample=False, seed=None):
+    def _search(self, source_ids, beam_size, sample=False, seed=None):
         if not self.jit_compile:
-            return self._search_ids(context, beam_size, sample, seed)
+            return self._search_ids(source_ids, beam_size, sample, seed)
         key = ("sample", None) if sample else ("search", beam_size)
         if key not in self._compiled:
             if sample:
@@ -203,11 +203,11 @@ class Translator(tf.Module):
 
         else:
             search = lambda first, rows: fn(rows)  # noqa: E731
-        context = self._pad_length(context, tf.shape(context)[1])
+        source_ids = self._pad_length(source_ids, tf.shape(source_ids)[1])
         beams = 1 if sample else beam_size
         return self._in_chunks(
             search,
-            [context],
+            [source_ids],
             [([beams, self.max_output_length], tf.int32), ([beams], tf.float32)],
         )
 
@@ -272,8 +272,8 @@ class Translator(tf.Module):
         return results
 
     @tf.autograph.experimental.do_not_convert
-    def _search_ids(self, context, beam_size, sample=False, seed=None, lean=False):
-        batch = tf.shape(context)[0]
+    def _search_ids(self, source_ids, beam_size, sample=False, seed=None, lean=False):
+        batch = tf.shape(source_ids)[0]
         # Caches that grow with the output: a short translation under a
         # long `max_output_length` reads (and beam search reorders) short
         # caches, compiled or not. They grow by doubling from 16 compiled,
@@ -287,11 +287,11 @@ class Translator(tf.Module):
         )  # fmt: skip
         if lean:
             lean_step = LeanStep(self.model, self.lean_weights)
-            constant, state = lean_step.initial_state(context, first)
+            constant, state = lean_step.initial_state(source_ids, first)
             # The beams share the encoder's keys and values, untiled.
             step = lean_step.step_fn(constant, beam_size)
         else:
-            state = self.model.init_decoding_state(context, first)
+            state = self.model.init_decoding_state(source_ids, first)
             # The encoder's keys, values and mask are the same for every beam
             # of a row and never change: the step closes over them (tiled
             # once) instead of the search carrying and reordering them.
@@ -341,8 +341,8 @@ class Translator(tf.Module):
         beam_size = self.beam_size if beam_size is None else _common.as_int(beam_size)
         check_positive_int("beam_size", beam_size)
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
-        context = self.encode_text(text)
-        sequences, scores = self._search(context, beam_size)
+        source_ids = self.encode_text(text)
+        sequences, scores = self._search(source_ids, beam_size)
         empty = tf.equal(tf.strings.length(tf.strings.strip(text)), 0)[:, None]
         translations = tf.where(empty, "", self._detokenize(sequences))
         return {"translations": translations, "scores": scores, "ids": sequences}
@@ -361,14 +361,14 @@ class Translator(tf.Module):
             `"<pad>"`) and the last decoder block's head-averaged weights.
         """
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
-        context = self.encode_text(text)
-        sequences, _ = self._search(context, self.beam_size)
+        source_ids = self.encode_text(text)
+        sequences, _ = self._search(source_ids, self.beam_size)
         best = sequences[:, 0]  # [batch, length]
         start = tf.fill([tf.shape(best)[0], 1], START_ID)
         decoder_inputs = tf.concat([start, best[:, :-1]], axis=1)
-        weights = self.model.cross_attention(context, decoder_inputs)
+        weights = self.model.cross_attention(source_ids, decoder_inputs)
         return {
-            "source_tokens": self.source_tokenizer.id_to_piece(context),
+            "source_tokens": self.source_tokenizer.id_to_piece(source_ids),
             "target_tokens": self.target_tokenizer.id_to_piece(best),
             "weights": weights,
         }
@@ -424,7 +424,7 @@ class Translator(tf.Module):
             message="`text` and `translation` must have the same number of rows",
         )
         with tf.control_dependencies([rows_match]):
-            context = self.encode_text(text)
+            source_ids = self.encode_text(text)
         ids = self.target_tokenizer.tokenize(translation)[:, : self.max_output_length - 1]
         rows = ids.nrows()
         labels = tf.concat([ids, tf.fill([rows, 1], END_ID)], axis=1)
@@ -432,15 +432,15 @@ class Translator(tf.Module):
         lengths = tf.cast(labels.row_lengths(), tf.int32)
         labels = labels.to_tensor(0)
         if not self.jit_compile:
-            log_prob = self._log_prob(context, inputs, labels, lengths)
+            log_prob = self._log_prob(source_ids, inputs, labels, lengths)
             return {"log_prob": log_prob, "length": lengths}
         if "score" not in self._compiled:
             self._compiled["score"] = tf.function(self._log_prob, jit_compile=True)
         # Source and translation share one compiled length: the programs
         # stay one per (batch, length).
-        length = self._bucket(tf.maximum(tf.shape(context)[1], tf.shape(labels)[1]))
+        length = self._bucket(tf.maximum(tf.shape(source_ids)[1], tf.shape(labels)[1]))
         padded = [
-            tf.pad(t, [[0, 0], [0, length - tf.shape(t)[1]]]) for t in (context, inputs, labels)
+            tf.pad(t, [[0, 0], [0, length - tf.shape(t)[1]]]) for t in (source_ids, inputs, labels)
         ]
         score = self._compiled["score"]
         (log_prob,) = self._in_chunks(
@@ -448,11 +448,11 @@ class Translator(tf.Module):
         )
         return {"log_prob": log_prob, "length": lengths}
 
-    def _log_prob(self, context, inputs, labels, lengths):
+    def _log_prob(self, source_ids, inputs, labels, lengths):
         """Teacher-forced log-probability of the first `lengths [batch]`
         tokens of `labels [batch, length]`, given the decoder `inputs` of
         the same shape."""
-        logits = self.model((context, inputs), training=False)
+        logits = self.model((source_ids, inputs), training=False)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         token_log_probs = tf.gather(log_probs, labels, batch_dims=2)  # [batch, length]
         real = tf.sequence_mask(lengths, tf.shape(labels)[1])
