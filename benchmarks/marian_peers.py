@@ -104,8 +104,9 @@ def build(data_dir, base, tokens):
     del model
     paths = {"transformers": folder}
     ct2 = os.path.join(base, "ct2")
-    subprocess.run(["ct2-transformers-converter", "--model", folder, "--output_dir", ct2],
-                   check=True, capture_output=True)  # fmt: skip
+    # ct2-transformers-converter, from this interpreter's environment.
+    subprocess.run([sys.executable, "-m", "ctranslate2.converters.transformers", "--model", folder,
+                    "--output_dir", ct2], check=True, capture_output=True)  # fmt: skip
     for name in ("source.spm", "target.spm"):
         shutil.copy(os.path.join(folder, name), ct2)
     paths["ct2 float32"] = ct2
