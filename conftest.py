@@ -170,6 +170,7 @@ _DOCTEST_RESOURCES = {
     "export_dir": ("export_base",),
     "export_base": ("export_base",),
     "model": ("trained_run",),
+    "marian_dir": (),
 }
 
 
@@ -210,6 +211,13 @@ def _doctest_globals(request, doctest_namespace):
             cc_loader.build()
         except cc_loader.CcLoaderUnavailable as error:
             pytest.skip(str(error))
+    if "marian_dir" in needed:
+        from tests.interop.marian_checkpoints import build_checkpoint
+
+        pytest.importorskip("transformers")
+        doctest_namespace["marian_dir"] = build_checkpoint(
+            str(request.getfixturevalue("tmp_path") / "marian")
+        )
     if "model" in needed:
         from keras_transformer.training import load_run
 

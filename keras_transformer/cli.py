@@ -49,6 +49,8 @@ def _add_config_flags(parser, config_cls):
 
     docs = attribute_docs(config_cls)
     for field in dataclasses.fields(config_cls):
+        if field.metadata.get("flag", True) is False:
+            continue
         default = field.default
         if field.default_factory is not dataclasses.MISSING:
             default = field.default_factory()
@@ -166,8 +168,8 @@ def _corpus_parser(sub):
     from keras_transformer.corpus.options import CorpusOptions
 
     _config_parser(sub, "corpus", "translate, n-best or score text files with an export, "
-                   "locally or on a Ray cluster, into JSON Lines shards", CorpusOptions,
-                   "corpus", _corpus)  # fmt: skip
+                   "locally, on a Ray cluster or on Apache Beam, into JSON Lines shards",
+                   CorpusOptions, "corpus", _corpus)  # fmt: skip
 
 
 def _corpus(args):
@@ -558,11 +560,22 @@ def _is_user_error(error):
     return last is not None and last.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
 
 
+def parse_command_line(argv):
+    """The parsed command line; `corpus` keeps the flags it does not know
+    for Beam (`--engine beam` takes them, the other engines refuse them)."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command != "corpus":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "corpus":
+        args.beam_args = rest or None
+    return args
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     _set_up_process(argv)
-    parser = build_parser()
-    args = parser.parse_args(argv)  # --help and flag errors end here, Keras unloaded
+    args = parse_command_line(argv)  # --help and flag errors end here, Keras unloaded
     try:
         args.options = _options(args)
         _load_keras()

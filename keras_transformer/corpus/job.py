@@ -9,6 +9,8 @@ same `CorpusModel` on batches of them, and writes the same shards
   holders (one model loaded per actor), on the cluster of `--ray-address`.
   An actor that dies is restarted and its batch run again (Ray's task
   retries); the shards are written by the driver, whole or not at all.
+- `beam`: Apache Beam's `RunInference` with a `ModelHandler` of our own
+  (`corpus.beam`), on the runner its pipeline options name.
 
 Example (`--engine local`):
 
@@ -34,13 +36,19 @@ def run_corpus(options):
     """Runs the job of `options` (`CorpusOptions`); returns a summary:
     `{"records": n, "shards": [paths], "rows_by_worker": {worker: rows}}`."""
     records = read_records(options.input, options.target)
-    run = {"local": _run_local, "ray": _run_ray}[options.engine]
+    run = {"local": _run_local, "ray": _run_ray, "beam": _run_beam}[options.engine]
     with ShardWriter(options.output, options.shards) as writer:
         rows_by_worker = run(records, options, writer)
         if writer.count != len(records):  # every line exactly once, or no output
             raise RuntimeError(f"The job answered {writer.count} of {len(records)} records")
         paths = writer.close()
     return {"records": len(records), "shards": paths, "rows_by_worker": rows_by_worker}
+
+
+def _run_beam(records, options, writer):
+    from keras_transformer.corpus.beam import run_beam
+
+    return run_beam(records, options, writer)
 
 
 def _run_local(records, options, writer):

@@ -10,7 +10,7 @@ import dataclasses
 from keras_transformer._validation import check_positive_int, options_from_dict
 
 TASKS = ("translate", "nbest", "score")
-ENGINES = ("local", "ray")
+ENGINES = ("local", "ray", "beam")
 
 
 @dataclasses.dataclass
@@ -35,8 +35,12 @@ class CorpusOptions:
             (PREFIX-00000-of-00001.jsonl), one record a line with its file
             and 0-based line (required).
         shards: how many output shards the records are dealt into.
-        engine: local (this process) or ray (Ray Data over an actor pool
-            of model holders, on the cluster of --ray-address).
+        engine: local (this process), ray (Ray Data over an actor pool
+            of model holders, on the cluster of --ray-address) or beam
+            (Apache Beam's RunInference; every flag this command does not
+            know goes to Beam's PipelineOptions: --runner and the runner's
+            own, e.g. --direct_num_workers 2 --direct_running_mode
+            multi_processing).
         max_batch_size: most sentences the model runs at once; sentences
             are sorted by length within a few batches' worth.
         workers: with ray, the model holders (one model each).
@@ -59,6 +63,8 @@ class CorpusOptions:
     max_batch_size: int = 64
     workers: int = 2
     ray_address: str | None = None
+    # With --engine beam, the rest of the command line (no flag of its own).
+    beam_args: list = dataclasses.field(default_factory=list, metadata={"flag": False})
 
     def __post_init__(self):
         for name in ("model", "input", "output"):
@@ -75,6 +81,11 @@ class CorpusOptions:
             raise ValueError("--target goes with --task score, and --task score needs it")
         if self.ray_address is not None and self.engine != "ray":
             raise ValueError("--ray-address goes with --engine ray")
+        if self.beam_args and self.engine != "beam":
+            raise ValueError(
+                f"unrecognized arguments: {' '.join(self.beam_args)} "
+                "(only --engine beam passes flags on, to Beam)"
+            )
 
     @classmethod
     def from_dict(cls, values):

@@ -47,13 +47,16 @@ class VocabularyTokenizer(tf.Module):
     >>> proto = io.BytesIO()
     >>> spm.SentencePieceTrainer.train(
     ...     sentence_iterator=iter(["Guten Tag!", "Grüß Gott."] * 10), model_writer=proto,
-    ...     vocab_size=24, hard_vocab_limit=False, minloglevel=2)
-    >>> pieces = ["<pad>", "<unk>", "<s>", "</s>", "▁Guten", "▁Tag", "!"]
-    >>> tokenizer = VocabularyTokenizer(proto.getvalue(), pieces)
-    >>> tokenizer.tokenize(tf.constant(["Guten Tag!"])).to_list()
-    [[4, 5, 6]]
-    >>> tokenizer.detokenize(tf.constant([[4, 5, 6, 3, 0]])).numpy()
-    array([b'Guten Tag!'], dtype=object)
+    ...     vocab_size=20, hard_vocab_limit=False, minloglevel=2)
+    >>> processor = spm.SentencePieceProcessor(model_proto=proto.getvalue())
+    >>> pieces = processor.encode("Guten Tag!", out_type=str)  # the model's own cut
+    >>> vocabulary = ["<pad>", "<unk>", "<s>", "</s>", *pieces]
+    >>> tokenizer = VocabularyTokenizer(proto.getvalue(), vocabulary)
+    >>> ids = tokenizer.tokenize(tf.constant(["Guten Tag!", "Grüß"]))
+    >>> ids.to_list()[0] == list(range(4, 4 + len(pieces))), 1 in ids.to_list()[1]
+    (True, True)
+    >>> tokenizer.detokenize(ids).numpy()[0]
+    b'Guten Tag!'
     """
 
     def __init__(self, model_proto, pieces, name=None):

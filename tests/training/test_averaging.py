@@ -118,7 +118,7 @@ def test_load_run_picks_the_weights_asked_for(tmp_path, monkeypatch):
     from keras_transformer.training import run_directory
 
     run, values = _fake_run(tmp_path, [1, 2])
-    monkeypatch.setattr(run_directory.SubwordTokenizer, "load", staticmethod(lambda path: path))
+    monkeypatch.setattr(run_directory, "load_tokenizer", lambda path: path)
     run.write_json(run.config, {})
     best = _transformer(100).get_weights()
 

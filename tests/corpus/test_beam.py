@@ -1,0 +1,84 @@
+"""The corpus job on Apache Beam's DirectRunner with two worker processes:
+the same translations and scores as one process, every line once, both
+processes at work."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_transformer.corpus.job import run_corpus
+from keras_transformer.corpus.options import CorpusOptions
+from keras_transformer.corpus.records import read_shards
+from keras_transformer.export.local import score_with_savedmodel, translate_with_savedmodel
+from tests.corpus.test_job import SOURCES, TARGETS
+
+pytest.importorskip("apache_beam")
+
+TWO_PROCESSES = ["--runner", "DirectRunner", "--direct_num_workers", "2",
+                 "--direct_running_mode", "multi_processing"]  # fmt: skip
+# Enough lines that both worker processes get bundles of them.
+LINES = (SOURCES * 12)[:48]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("beam-corpus")
+    for i in range(4):
+        (root / f"part{i}.en").write_text("\n".join(LINES[i::4]) + "\n", encoding="utf-8")
+        (root / f"part{i}.de").write_text(
+            "\n".join((TARGETS * 12)[:48][i::4]) + "\n", encoding="utf-8"
+        )
+    return root
+
+
+def test_two_worker_processes_translate_as_one_process(export_base, corpus):
+    summary = run_corpus(CorpusOptions(
+        model=export_base, input=str(corpus / "*.en"), output=str(corpus / "out" / "t"),
+        engine="beam", max_batch_size=4, shards=2, beam_args=TWO_PROCESSES,
+    ))  # fmt: skip
+    assert summary["records"] == len(LINES)
+    assert len(summary["rows_by_worker"]) == 2, summary["rows_by_worker"]
+    assert sum(summary["rows_by_worker"].values()) == len(LINES)
+    records = read_shards(str(corpus / "out" / "t"))
+    keys = [(os.path.basename(r["file"]), r["line"]) for r in records]
+    assert keys == [(f"part{i}.en", n) for i in range(4) for n in range(12)]
+    sources = [r["source"] for r in records]
+    assert [r["translation"] for r in records] == translate_with_savedmodel(export_base, sources)
+
+
+def test_scores_equal_score_on_the_same_pairs(export_base, corpus):
+    run_corpus(CorpusOptions(
+        model=export_base, task="score", input=str(corpus / "*.en"),
+        target=str(corpus / "*.de"), output=str(corpus / "s"), engine="beam",
+        max_batch_size=8, beam_args=TWO_PROCESSES,
+    ))  # fmt: skip
+    records = read_shards(str(corpus / "s"))
+    log_probs, lengths = score_with_savedmodel(
+        export_base, [r["source"] for r in records], [r["target"] for r in records]
+    )
+    np.testing.assert_allclose([r["log_prob"] for r in records], log_probs, rtol=1e-5, atol=1e-5)
+    assert [r["length"] for r in records] == lengths.tolist()
+
+
+def test_the_command_line_passes_the_rest_to_beam(export_base, corpus, tmp_path):
+    command = [sys.executable, "-m", "keras_transformer.cli", "corpus", "--engine", "beam",
+               "--model", export_base, "--input", str(corpus / "part0.en"),
+               "--output", str(tmp_path / "cli"), "--runner", "DirectRunner"]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(read_shards(str(tmp_path / "cli"))) == 12
+
+
+def test_flags_for_beam_without_beam_are_one_clear_error(export_base, corpus, tmp_path):
+    command = [sys.executable, "-m", "keras_transformer.cli", "corpus", "--model", export_base,
+               "--input", str(corpus / "part0.en"), "--output", str(tmp_path / "x"),
+               "--runner", "DirectRunner"]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "keras-transformer corpus: error: unrecognized arguments: --runner DirectRunner "
+        "(only --engine beam passes flags on, to Beam)"
+    )
