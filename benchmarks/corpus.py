@@ -1,4 +1,4 @@
-"""Throughput of `keras-transformer corpus`: one process against Ray's workers.
+"""Throughput of `keras-transformer corpus`: one process against Ray's and Beam's workers.
 
 Translates the same Multi30k sentences (the first `--lines` of the
 training set's English side, repeated if it is shorter) with an export:
@@ -6,7 +6,9 @@ training set's English side, repeated if it is shorter) with an export:
 - `local`: `corpus --engine local`, one process, one model;
 - `ray 1`: `--engine ray` on a Ray cluster of one node of one CPU, one
   model holder;
-- `ray 2`: on a cluster of two nodes of one CPU each, two holders.
+- `ray 2`: on a cluster of two nodes of one CPU each, two holders;
+- `beam1`, `beam2`: `--engine beam` on Beam's DirectRunner with one and
+  two worker processes (`--direct_running_mode multi_processing`).
 
 Each run is a fresh `keras-transformer corpus` process (its model loads
 included; its start is timed apart, on a one-line corpus), on a loopback
@@ -15,7 +17,7 @@ the seconds, sentences per second with and without the start, and the
 scaling from one Ray worker to two.
 
     .venv/bin/python benchmarks/corpus.py --model exports/demo --data "$DATA" \\
-        [--lines 10000] [--engines local,ray1,ray2] [--max-batch-size 64]
+        [--lines 10000] [--engines local,ray1,ray2,beam1,beam2] [--max-batch-size 64]
 """
 
 import argparse
@@ -32,7 +34,8 @@ sys.path.insert(0, REPO)
 
 from multi30k_data import add_data_argument  # noqa: E402
 
-ENGINES = {"local": ("local", 0), "ray1": ("ray", 1), "ray2": ("ray", 2)}
+ENGINES = {"local": ("local", 0), "ray1": ("ray", 1), "ray2": ("ray", 2),
+           "beam1": ("beam", 1), "beam2": ("beam", 2)}  # fmt: skip
 
 
 def _sentences(data, lines):
@@ -47,6 +50,9 @@ def _job(model, path, output, engine, workers, address, max_batch_size):
                "--max-batch-size", str(max_batch_size)]  # fmt: skip
     if engine == "ray":
         command += ["--ray-address", address, "--workers", str(workers)]
+    if engine == "beam":
+        command += ["--runner", "DirectRunner", "--direct_num_workers", str(workers),
+                    "--direct_running_mode", "multi_processing"]  # fmt: skip
     began = time.monotonic()
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
     if result.returncode != 0:
@@ -60,7 +66,7 @@ def main():
     parser.add_argument("--model", required=True, help="an export base or version directory")
     add_data_argument(parser)
     parser.add_argument("--lines", type=int, default=10_000, help="sentences translated")
-    parser.add_argument("--engines", default="local,ray1,ray2",
+    parser.add_argument("--engines", default="local,ray1,ray2,beam1,beam2",
                         help=f"comma-separated, of {', '.join(ENGINES)}")  # fmt: skip
     parser.add_argument("--max-batch-size", type=int, default=64)
     args = parser.parse_args()
@@ -80,9 +86,8 @@ def main():
     rows = {}
     for name in engines:
         engine, nodes = ENGINES[name]
-        with (
-            loopback_cluster(nodes=nodes, cpus=1) if nodes else contextlib.nullcontext() as address
-        ):
+        cluster = loopback_cluster(nodes=nodes, cpus=1) if engine == "ray" else None
+        with cluster or contextlib.nullcontext() as address:
             workers = max(nodes, 1)
             start = _job(args.model, one, os.path.join(folder, f"{name}-start"), engine,
                          workers, address, args.max_batch_size)  # fmt: skip
@@ -95,10 +100,12 @@ def main():
     for name, (whole, start) in rows.items():
         print(f"| {name} | {whole:.1f} | {args.lines / whole:.1f} "
               f"| {args.lines / max(whole - start, 1e-9):.1f} |")  # fmt: skip
-    if "ray1" in rows and "ray2" in rows:
-        (one_whole, one_start), (two_whole, two_start) = rows["ray1"], rows["ray2"]
+    for engine in ("ray", "beam"):
+        if f"{engine}1" not in rows or f"{engine}2" not in rows:
+            continue
+        (one_whole, one_start), (two_whole, two_start) = rows[f"{engine}1"], rows[f"{engine}2"]
         print(
-            f"two workers / one: {one_whole / two_whole:.2f}x; after the start "
+            f"{engine}: two workers / one: {one_whole / two_whole:.2f}x; after the start "
             f"{(one_whole - one_start) / (two_whole - two_start):.2f}x (target >= 1.6)"
         )
 

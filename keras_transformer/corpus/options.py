@@ -46,6 +46,8 @@ class CorpusOptions:
         workers: with ray, the model holders (one model each).
         ray_address: with ray, the cluster's HOST:PORT (as ray start
             printed it); none starts a Ray of this machine alone.
+        beam_args: with beam, Beam's pipeline options (on the command
+            line, every flag this command does not know).
     """
 
     # Checked by the command line before Keras loads.
