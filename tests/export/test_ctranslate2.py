@@ -46,6 +46,20 @@ _CT2 = textwrap.dedent("""
 """)
 
 
+def run_ct2(model_dir, sources, targets, max_length):
+    """`_CT2` on the CTranslate2 model at `model_dir`, in a process without
+    TensorFlow: `{"log_probs": [...], "greedy": [[piece, ...], ...]}`."""
+    import json
+
+    request = {"sources": sources, "targets": targets, "max_length": max_length}
+    result = subprocess.run(
+        [sys.executable, "-c", _CT2, model_dir], input=json.dumps(request),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def tokenizers(trained_model):
     _, source, target = trained_model
@@ -91,15 +105,7 @@ def test_log_probabilities_and_greedy_tokens_are_the_models(overrides, tokenizer
     sources = [[source_pieces[i] for i in row if i not in (0, END_ID)] for row in context.numpy()]
     targets = [[target_pieces[i] for i in row if i not in (0, END_ID)] for row in greedy]
     assert max(len(t) for t in targets) >= 3  # searches that have something to agree on
-    request = {"sources": sources, "targets": targets, "max_length": MAX_OUTPUT}
-    import json
-
-    result = subprocess.run(
-        [sys.executable, "-c", _CT2, model_dir], input=json.dumps(request),
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    theirs = json.loads(result.stdout.strip().splitlines()[-1])
+    theirs = run_ct2(model_dir, sources, targets, MAX_OUTPUT)
 
     # Ours, teacher-forced: every token's log-probability, end token included.
     for row, (pieces, log_probs) in enumerate(zip(targets, theirs["log_probs"])):

@@ -3,10 +3,7 @@
 translate as `transformers`' `generate()` does, in TensorFlow's C++ loader
 too."""
 
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,7 +13,7 @@ from keras_transformer import cli
 from keras_transformer.data.tokenizer import END_ID
 from keras_transformer.export import cc_loader
 from keras_transformer.training.run_directory import load_run
-from tests.export.test_ctranslate2 import _CT2
+from tests.export.test_ctranslate2 import run_ct2
 from tests.interop import marian_checkpoints as checkpoints
 
 torch = pytest.importorskip("torch")
@@ -79,13 +76,7 @@ def test_the_ctranslate2_export_gives_generate_s_greedy_tokens(imported):
         for row in imported["greedy"].tolist()
     ]
     # generate(): 24 positions, the start token and a forced end among them.
-    request = {"sources": sources, "targets": expected, "max_length": 22}
-    result = subprocess.run(
-        [sys.executable, "-c", _CT2, version], input=json.dumps(request),
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    theirs = json.loads(result.stdout.strip().splitlines()[-1])
+    theirs = run_ct2(version, sources, expected, 22)
     # generate()'s forced end token at the longest length is CTranslate2's
     # cut there: the same tokens.
     assert theirs["greedy"] == expected
