@@ -20,6 +20,12 @@ from keras_transformer.data import tf_text_adapter
 PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
 
 
+def before_end(ids):
+    """True on the tokens of ragged int32 `ids` `[batch, (length)]` that come
+    before each row's first end token: what detokenizing keeps."""
+    return tf.equal(tf.math.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1), 0)
+
+
 class _SentencepieceResource(tf.saved_model.experimental.TrackableResource):
     """The SentencePiece model, held by TensorFlow's resource manager.
 
@@ -152,9 +158,7 @@ class SubwordTokenizer(tf.Module):
         if not isinstance(ids, tf.RaggedTensor):
             ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
         ids = tf.cast(ids, tf.int32)
-        # Keep tokens before the first end token.
-        before_end = tf.equal(tf.math.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1), 0)
-        keep = tf.logical_and(before_end, tf.logical_and(ids != PAD_ID, ids != START_ID))
+        keep = tf.logical_and(before_end(ids), tf.logical_and(ids != PAD_ID, ids != START_ID))
         return self.tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
 
     def pieces(self):

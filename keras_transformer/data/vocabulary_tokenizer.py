@@ -15,7 +15,12 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_transformer.data import tf_text_adapter
-from keras_transformer.data.tokenizer import END_ID, UNK_ID, _SentencepieceResource
+from keras_transformer.data.tokenizer import (
+    END_ID,
+    UNK_ID,
+    _SentencepieceResource,
+    before_end,
+)
 
 # A leading `>>xxx<<` (a multilingual model's target language) is one
 # token, whatever lies between the brackets, as MarianTokenizer reads it.
@@ -126,8 +131,7 @@ class VocabularyTokenizer(tf.Module):
         if not isinstance(ids, tf.RaggedTensor):
             ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
         ids = tf.cast(ids, tf.int32)
-        before_end = tf.equal(tf.math.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1), 0)
-        keep = tf.logical_and(before_end, ids > END_ID)
+        keep = tf.logical_and(before_end(ids), ids > END_ID)
         keep = tf.logical_and(keep, ids < self.vocab_size)
         pieces = tf.ragged.map_flat_values(
             lambda flat: tf.gather(self.piece_strings, flat), tf.ragged.boolean_mask(ids, keep)
