@@ -198,7 +198,7 @@ def export_all(data_dir, base):
     from keras_transformer.export.ctranslate2 import export_ctranslate2
 
     model, source, target, sentences = decode_latency.small_model(data_dir)
-    common = dict(max_length=GENERATED, beam_size=4, check=False)
+    common = dict(max_output_length=GENERATED, beam_size=4, check=False)
     paths = {
         "plain": export_version(model, source, target, os.path.join(base, "plain"), **common),
         "xla": export_version(

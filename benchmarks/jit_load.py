@@ -68,7 +68,7 @@ def main():
     try:
         model, source, target, _ = decode_latency.small_model(args.data)
         path = export_version(
-            model, source, target, base, max_length=128, beam_size=4, check=False,
+            model, source, target, base, max_output_length=128, beam_size=4, check=False,
             jit_compile=True, batch_sizes=ints(args.batch_sizes), lengths=ints(args.lengths),
         )  # fmt: skip
         info = read_export_info(path)

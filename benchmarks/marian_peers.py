@@ -119,7 +119,7 @@ def build(data_dir, base, tokens):
     from keras_transformer.export import export_run
 
     run = os.path.join(base, "run")
-    common = dict(max_length=tokens, beam_size=4, forced_end=False, check=False,
+    common = dict(max_output_length=tokens, beam_size=4, forced_end=False, check=False,
                   max_input_length=48)  # fmt: skip
     paths["plain"] = export_run(run, os.path.join(base, "plain"), **common)
     paths["xla"] = export_run(run, os.path.join(base, "xla"), **common, jit_compile=True,

@@ -62,7 +62,7 @@ def main():
     scores, _ = evaluate(translator, test_sources, references, batch_size=100)
     print("\nSynthetic test split, beam 4:\n" + scores.describe())
 
-    version_dir = export_version(model, source_tok, target_tok, EXPORTS, max_length=96)
+    version_dir = export_version(model, source_tok, target_tok, EXPORTS, max_output_length=96)
     print(f"\nExported {version_dir}")
     server, port, manager = start_server(EXPORTS, "translator", port=0)
     try:

@@ -41,7 +41,7 @@ if not os.path.exists(os.path.join(run, "model_config.json")):
     )
 
 base = os.path.join(OUT, "exports_example", "translator")
-version = export_run(run, base, max_length=64)
+version = export_run(run, base, max_output_length=64)
 print("exported", version)
 
 with socket.socket() as s:

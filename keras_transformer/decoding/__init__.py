@@ -7,8 +7,8 @@ from keras_transformer import _lazy
 __getattr__, __dir__, __all__ = _lazy.attach(
     globals(),
     {
-        "LeanStep": "lean_step",
         "Scores": "evaluation",
+        "ShapeRunner": "shape_runner",
         "Translator": "translator",
         "beam_search": "beam_search",
         "evaluate": "evaluation",

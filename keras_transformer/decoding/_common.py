@@ -124,23 +124,20 @@ def state_lengths(max_length, first=16):
     return lengths + [max_length]
 
 
-def grow_caches(state, length, axis=2):
-    """`state` with each tensor of its `"self_attention_cache"` holding
-    `length` positions on `axis` (2, as `LeanStep` and `Translator` keep
-    them; 3 in the model's stacked cache), the written ones kept and zeros
-    after them.
+def grow_caches(state, length):
+    """`state` with each tensor of its `"self_attention_cache"` (the
+    decoder's keys and values, `[rows, heads, length, head_dim]`) holding
+    `length` positions, the written ones kept and zeros after them.
 
     The searches' `grow_state` for a step that reads the caches' length
     from their shape.
     """
 
     def resize(cache):
-        extra = length - cache.shape[axis]
+        extra = length - cache.shape[2]
         if extra <= 0:
-            return cache[(slice(None),) * axis + (slice(length),)]
-        padding = [[0, 0]] * cache.shape.rank
-        padding[axis] = [0, extra]
-        return tf.pad(cache, padding)
+            return cache[:, :, :length]
+        return tf.pad(cache, [[0, 0], [0, 0], [0, extra], [0, 0]])
 
     caches = tf.nest.map_structure(resize, state["self_attention_cache"])
     return {**state, "self_attention_cache": caches}

@@ -110,8 +110,8 @@ def beam_search(
             steps with caches of 16 positions, steps 16-31 with 32, 32-63
             with 64 and so on up to `max_length`, growing them in between,
             so that a short output reads and reorders short caches (each
-            length is a loop of its own: more to compile). `LeanStep.grow_state`
-            is one.
+            length is a loop of its own: more to compile).
+            `_common.grow_caches` grows the model's decoding state.
         grow_lengths: the cache lengths of the segments instead of
             doubling from 16 (ascending; `max_length` is always the last):
             fewer lengths, fewer loops.

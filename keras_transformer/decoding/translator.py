@@ -9,26 +9,17 @@ from keras_transformer.data.tokenizer import END_ID, PAD_ID, START_ID
 from keras_transformer.decoding import _common
 from keras_transformer.decoding.beam_search import beam_search
 from keras_transformer.decoding.greedy import greedy_search
-from keras_transformer.decoding.lean_step import LeanStep
 from keras_transformer.decoding.sampling import check_sampling, sample_search
+from keras_transformer.decoding.shape_runner import ShapeRunner
 
-DEFAULT_BATCH_SIZES = (1, 8, 32)
-# The plain search's caches: 32 positions, then `max_output_length`. Each
-# length is a loop in every search of every signature of the graph; two
-# keep most of the gain (a translation of up to 32 tokens reads short
-# caches) at half the graph of doubling from 16 up to 128.
-PLAIN_GROW_LENGTHS = (32,)
-# About 1.5x apart: a source pads to at most 1.5x its tokens (the encoder's
-# work grows with it) for few programs (nine up to 256 tokens).
-DEFAULT_LENGTHS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-
-
-def _sizes(name, values):
-    """Sorted distinct positive ints, or a clear error."""
-    values = sorted({_common.as_int(v) for v in values})
-    for value in values:
-        check_positive_int(name, value)
-    return values
+# The searches' self-attention caches grow with the translation, doubling
+# up to `max_output_length` from their first length: a short translation
+# reads (and beam search reorders) short caches, and a long limit (an
+# imported checkpoint's 511) costs a translation only the next power of
+# two. Each length is a loop of its own in every search: the graph
+# executor, for which a short cache saves less, starts at 32 (fewer loops;
+# from 16 it ran 32-token translations 8-10% slower), XLA at 16.
+FIRST_CACHE_LENGTH = {"plain": 32, "compiled": 16}
 
 
 class Translator(tf.Module):
@@ -58,26 +49,19 @@ class Translator(tf.Module):
             distribution `translate_sample` draws from (see
             `sampling.filter_logits`; defaults: the model's own, unfiltered).
         jit_compile: run the id-level work (encoder, search loops, the
-            scoring pass) compiled with XLA, over `LeanStep`. Inputs are then
-            run in fixed shapes: rows in chunks of at most the largest of
-            `batch_sizes`, and token sequences padded to the smallest of
-            `lengths` that holds them. A chunk of two rows or more runs as
-            two programs at once, one per half, on TensorFlow's inter-op
-            threads (a compiled program runs most of its small kernels on
-            one thread; the halves keep two cores busy); each program's rows
-            are padded, with copies of the last, to the smallest of
-            `program_batch_sizes` that holds them. Outputs are cut back.
-            XLA compiles one program per shape, so the programs are few and
-            known (`compiled_shapes`). The lean step's concatenated kernels
-            (`LeanStep.concatenate_weights`) are taken once, here, and held
-            as variables: build the translator after the model's last
-            change of weights.
+            scoring pass) compiled with XLA, in the fixed shapes of a
+            `ShapeRunner` (`shapes`): rows in chunks padded to
+            `batch_sizes`, tokens padded to `lengths`. XLA compiles one
+            program per shape, so the programs are few and known
+            (`compiled_shapes`). Either way the step is the model's own
+            `decode_step`; compiled, its caches are written in place.
         batch_sizes: the batch sizes requests are cut and padded to (as TF
-            Serving's `allowed_batch_sizes`; default `(1, 8, 32)`); the
-            programs are compiled for half of each (`program_batch_sizes`).
+            Serving's `allowed_batch_sizes`; default `(1, 8, 32)`).
         lengths: the token lengths of the compiled programs (default
             `(16, 24, 32, 48, 64, 96, ...)` up to the longest input or
             translation); the longest is always included.
+        split_batches: run a compiled chunk of two rows or more as two
+            programs at once, one per half (see `ShapeRunner`; default).
 
     Example:
 
@@ -104,6 +88,7 @@ class Translator(tf.Module):
         jit_compile=False,
         batch_sizes=None,
         lengths=None,
+        split_batches=True,
         name=None,
     ):
         super().__init__(name=name)
@@ -128,23 +113,18 @@ class Translator(tf.Module):
             sampling_temperature, sampling_topk, sampling_topp
         )
         self.jit_compile = bool(jit_compile)
-        longest = max(self.max_input_length, self.max_output_length)
-        self.batch_sizes = _sizes("batch_sizes", batch_sizes or DEFAULT_BATCH_SIZES)
-        lengths = lengths or [n for n in DEFAULT_LENGTHS if n < longest]
-        self.lengths = _sizes("lengths", [n for n in lengths if n < longest] + [longest])
+        self.shapes = ShapeRunner(
+            batch_sizes,
+            lengths,
+            longest=max(self.max_input_length, self.max_output_length),
+            split_batches=split_batches,
+        )
         self._compiled = {}
         if tf.executing_eagerly() and model.built:
             # One table for the dozens of functions the signatures trace (and
             # the XLA programs take it as an argument), not a copy in each.
             for embedding in (model.source_embedding, model.target_embedding):
                 embedding.hold_position_table()
-        if self.jit_compile:
-            # Made once, not in every request's program; exported with the
-            # translator.
-            self.lean_weights = tf.nest.map_structure(
-                lambda t: tf.Variable(t, trainable=False),
-                LeanStep.concatenate_weights(model),
-            )
 
     def encode_text(self, text):
         """`[batch]` strings -> padded source ids `[batch, length]`."""
@@ -155,17 +135,26 @@ class Translator(tf.Module):
         return ids.to_tensor(default_value=0)  # [batch, source_length]
 
     @property
+    def batch_sizes(self):
+        """The batch sizes compiled requests are cut and padded to."""
+        return self.shapes.batch_sizes
+
+    @property
+    def lengths(self):
+        """The token lengths of the compiled programs."""
+        return self.shapes.lengths
+
+    @property
     def program_batch_sizes(self):
-        """The batch sizes the programs are compiled for: half of each of
-        `batch_sizes`, rounded up (1 stays 1), since a chunk of two rows or
-        more runs as two programs at once."""
-        return sorted({(b + 1) // 2 for b in self.batch_sizes})
+        """The batch sizes the programs are compiled for (half of each of
+        `batch_sizes` when batches are split)."""
+        return self.shapes.program_batch_sizes
 
     @property
     def compiled_shapes(self):
         """The input shapes `(batch, length)` of the compiled programs: each
         compiled search and the scoring pass run once per shape."""
-        return [(b, n) for b in self.program_batch_sizes for n in self.lengths]
+        return self.shapes.shapes
 
     @property
     def compiled_searches(self):
@@ -181,9 +170,9 @@ class Translator(tf.Module):
         key = ("sample", None) if sample else ("search", beam_size)
         if key not in self._compiled:
             if sample:
-                fn = functools.partial(self._search_ids, beam_size=1, sample=True, lean=True)
+                fn = functools.partial(self._search_ids, beam_size=1, sample=True)
             else:
-                fn = functools.partial(self._search_ids, beam_size=beam_size, lean=True)
+                fn = functools.partial(self._search_ids, beam_size=beam_size)
             self._compiled[key] = tf.function(fn, jit_compile=True, autograph=False)
         fn = self._compiled[key]
         if sample:
@@ -203,114 +192,36 @@ class Translator(tf.Module):
 
         else:
             search = lambda first, rows: fn(rows)  # noqa: E731
-        source_ids = self._pad_length(source_ids, tf.shape(source_ids)[1])
+        source_ids = self.shapes.pad_length(source_ids, tf.shape(source_ids)[1])
         beams = 1 if sample else beam_size
-        return self._in_chunks(
+        return self.shapes.run(
             search,
             [source_ids],
             [([beams, self.max_output_length], tf.int32), ([beams], tf.float32)],
         )
 
-    def _bucket(self, length):
-        """The smallest compiled length that holds `length` tokens."""
-        lengths = tf.constant(self.lengths)
-        return lengths[tf.minimum(tf.searchsorted(lengths, [length])[0], len(self.lengths) - 1)]
-
-    def _pad_length(self, ids, length):
-        """`ids [batch, n]` padded with 0 to the compiled length of `length`."""
-        return tf.pad(ids, [[0, 0], [0, self._bucket(length) - tf.shape(ids)[1]]])
-
-    def _in_chunks(self, fn, tensors, outputs):
-        """`fn(first_row, *tensors)` over the rows of `tensors` (each
-        `[rows, ...]`), in chunks of at most the largest compiled batch size.
-
-        A chunk of two rows or more runs as two calls at once, one per half
-        (rounded up); each call's rows are padded to the smallest program
-        batch size that holds them. Returns the outputs (`outputs`: their
-        inner shapes and dtypes) of the real rows, concatenated.
-        """
-        rows = tf.shape(tensors[0])[0]
-        largest = self.batch_sizes[-1]
-        sizes = tf.constant(self.program_batch_sizes)
-        chunks = (rows + largest - 1) // largest
-        # An empty first element: a request of no rows concatenates to empty
-        # outputs, and runs nothing.
-        arrays = tuple(
-            tf.TensorArray(
-                dtype, size=chunks + 1, element_shape=[None, *shape], infer_shape=False
-            ).write(0, tf.zeros([0, *shape], dtype))
-            for shape, dtype in outputs
-        )
-
-        def part(first, count):
-            size = sizes[tf.searchsorted(sizes, [count])[0]]
-            # Padding rows copy the part's last row: they end when it does,
-            # and a search runs no step for them alone.
-            index = first + tf.minimum(tf.range(size), count - 1)
-            results = fn(first, *[tf.gather(t, index) for t in tensors])
-            results = results if isinstance(results, (tuple, list)) else (results,)
-            return tuple(r[:count] for r in results)
-
-        def body(i, arrays):
-            begin = i * largest
-            real = tf.minimum(largest, rows - begin)
-            half = (real + 1) // 2
-
-            def halves():
-                # Neither half waits for the other: the executor runs them on
-                # two inter-op threads.
-                first, second = part(begin, half), part(begin + half, real - half)
-                return tuple(tf.concat([a, b], axis=0) for a, b in zip(first, second))
-
-            results = tf.cond(real > 1, halves, lambda: part(begin, real))
-            return i + 1, tuple(a.write(i + 1, r) for a, r in zip(arrays, results))
-
-        _, arrays = tf.while_loop(lambda i, _: i < chunks, body, (0, arrays))
-        results = tuple(a.concat() for a in arrays)
-        for result, (shape, _) in zip(results, outputs):
-            result.set_shape([None, *shape])
-        return results
-
     @tf.autograph.experimental.do_not_convert
-    def _search_ids(self, source_ids, beam_size, sample=False, seed=None, lean=False):
+    def _search_ids(self, source_ids, beam_size, sample=False, seed=None):
         batch = tf.shape(source_ids)[0]
-        # Caches that grow with the output: a short translation under a
-        # long `max_output_length` reads (and beam search reorders) short
-        # caches, compiled or not. They grow by doubling from 16 compiled,
-        # through `PLAIN_GROW_LENGTHS` in the graph, from the first length.
-        lengths = None if lean else PLAIN_GROW_LENGTHS
-        first = _common.grown_lengths(self.max_output_length, lengths)[0]
+        lengths = _common.state_lengths(
+            self.max_output_length, FIRST_CACHE_LENGTH["compiled" if self.jit_compile else "plain"]
+        )
         options = dict(
             max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha,
             grow_state=_common.grow_caches, grow_lengths=lengths,
             length_penalty=self.length_penalty, banned_id=PAD_ID, forced_end=self.forced_end,
         )  # fmt: skip
-        if lean:
-            lean_step = LeanStep(self.model, self.lean_weights)
-            constant, state = lean_step.initial_state(source_ids, first)
-            # The beams share the encoder's keys and values, untiled.
-            step = lean_step.step_fn(constant, beam_size)
-        else:
-            state = self.model.init_decoding_state(source_ids, first)
-            # The encoder's keys, values and mask are the same for every beam
-            # of a row and never change: the step closes over them (tiled
-            # once) instead of the search carrying and reordering them.
-            cache = state.pop("self_attention_cache")
-            constant = state
-            # Per-layer caches: the decoder then neither slices nor restacks
-            # the whole cache at every step.
-            constant["cross_attention_cache"] = tuple(
-                tf.unstack(constant["cross_attention_cache"], axis=1)
-            )
-            state = {"self_attention_cache": tuple(tf.unstack(cache, axis=1))}
-            if beam_size > 1:
-                constant = tf.nest.map_structure(
-                    lambda t: tf.repeat(t, beam_size, axis=0), constant
-                )
+        state = self.model.init_decoding_state(source_ids, lengths[0])
+        # The encoder's keys, values and mask never change during a search:
+        # the step closes over them, untiled (the beams of a source row
+        # share them), instead of the search carrying and reordering them.
+        constant = {key: state.pop(key) for key in ("cross_attention_cache", "encoder_mask")}
 
-            def step(ids, index, loop_state):
-                logits, new_state = self.model.decode_step(ids, index, {**constant, **loop_state})
-                return logits, {"self_attention_cache": new_state["self_attention_cache"]}
+        def step(ids, index, loop_state):
+            logits, new_state = self.model.decode_step(
+                ids, index, {**constant, **loop_state}, compiled=self.jit_compile
+            )
+            return logits, {"self_attention_cache": new_state["self_attention_cache"]}
 
         start = tf.fill([batch], START_ID)
         if sample:
@@ -438,12 +349,12 @@ class Translator(tf.Module):
             self._compiled["score"] = tf.function(self._log_prob, jit_compile=True)
         # Source and translation share one compiled length: the programs
         # stay one per (batch, length).
-        length = self._bucket(tf.maximum(tf.shape(source_ids)[1], tf.shape(labels)[1]))
+        length = self.shapes.bucket(tf.maximum(tf.shape(source_ids)[1], tf.shape(labels)[1]))
         padded = [
             tf.pad(t, [[0, 0], [0, length - tf.shape(t)[1]]]) for t in (source_ids, inputs, labels)
         ]
         score = self._compiled["score"]
-        (log_prob,) = self._in_chunks(
+        (log_prob,) = self.shapes.run(
             lambda first, *rows: score(*rows), [*padded, lengths], [([], tf.float32)]
         )
         return {"log_prob": log_prob, "length": lengths}

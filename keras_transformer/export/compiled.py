@@ -28,7 +28,9 @@ def compiled_info(translator):
         "jit_compile": True,
         "tf_serving_flag": XLA_FLAG,
         "batch_sizes": list(translator.batch_sizes),
-        # A chunk of two rows or more runs as two programs at once, one per half.
+        # With split_batches, a chunk of two rows or more runs as two
+        # programs at once, one per half.
+        "split_batches": translator.shapes.split_batches,
         "program_batch_sizes": translator.program_batch_sizes,
         "lengths": list(translator.lengths),
         "programs": len(translator.compiled_shapes) * len(searches),

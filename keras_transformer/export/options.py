@@ -72,8 +72,11 @@ class ExportOptions:
             --xla_cpu_compilation_enabled=true (off: an export any TF
             Serving runs).
         batch_sizes: with jit_compile, the batch sizes requests are padded
-            to, as TF Serving's allowed_batch_sizes; none is 1,8,32. A
-            batch runs as two programs of half its size.
+            to, as TF Serving's allowed_batch_sizes; none is 1,8,32.
+        split_batches: with jit_compile, a batch of two rows or more runs
+            as two programs of half its size at once (faster on a server's
+            two or more inter-op threads); off, as one program (faster with
+            one inter-op thread).
         lengths: with jit_compile, the compiled token lengths; none is
             16,24,32,48,64,... up to the longest input or translation.
         quantization: with format ctranslate2, the weights' type.
@@ -100,6 +103,7 @@ class ExportOptions:
     jit_compile: bool = False
     batch_sizes: list | None = None
     lengths: list | None = None
+    split_batches: bool = True
     quantization: str = dataclasses.field(default="none", metadata={"choices": QUANTIZATIONS})
 
     def __post_init__(self):
@@ -135,7 +139,8 @@ class ExportOptions:
                     raise ValueError(f"{flag} applies to --format savedmodel only")
         if self.format != "ctranslate2" and self.quantization != "none":
             raise ValueError("--quantization applies to --format ctranslate2 only")
-        check_compiled_shapes(self.jit_compile, self.batch_sizes, self.lengths)
+        check_compiled_shapes(self.jit_compile, self.batch_sizes, self.lengths,
+                              self.split_batches)  # fmt: skip
 
     @classmethod
     def from_dict(cls, values):
@@ -159,19 +164,20 @@ class ExportOptions:
         return dict(
             beam_size=settings["beam_size"], alpha=settings["alpha"],
             length_penalty=settings["length_penalty"], forced_end=settings["forced_end"],
-            max_length=settings["max_output_length"],
+            max_output_length=settings["max_output_length"],
             sampling_temperature=self.sampling_temperature, sampling_topk=self.sampling_topk,
             sampling_topp=self.sampling_topp, jit_compile=self.jit_compile,
             batch_sizes=self.batch_sizes, lengths=self.lengths,
+            split_batches=self.split_batches,
         )  # fmt: skip
 
 
-def check_compiled_shapes(jit_compile, batch_sizes, lengths):
+def check_compiled_shapes(jit_compile, batch_sizes, lengths, split_batches=True):
     """Refuses compiled shapes without `jit_compile`."""
-    if not jit_compile and (batch_sizes or lengths):
+    if not jit_compile and (batch_sizes or lengths or not split_batches):
         raise ValueError(
-            "`batch_sizes` and `lengths` (--batch-sizes, --lengths) are the shapes of "
-            "`jit_compile=True` (--jit-compile) only"
+            "`batch_sizes`, `lengths` and `split_batches` (--batch-sizes, --lengths, "
+            "--no-split-batches) are the shapes of `jit_compile=True` (--jit-compile) only"
         )
 
 

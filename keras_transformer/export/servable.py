@@ -7,6 +7,7 @@ import uuid
 import keras
 import tensorflow as tf
 
+from keras_transformer._renames import take_renamed
 from keras_transformer._version_folders import version_folders
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.export.compiled import (
@@ -19,6 +20,9 @@ from keras_transformer.export.servability import check_servable
 from keras_transformer.export.signatures import SIGNATURE_INPUTS, SIGNATURES
 from keras_transformer.export.warmup import warmup_requests, write_warmup_file
 
+# Keyword arguments renamed since 0.2.0: `max_length` is the model's.
+_RENAMED = {"max_length": "max_output_length"}
+
 
 def export_translator(
     model,
@@ -30,7 +34,7 @@ def export_translator(
     alpha=0.6,
     length_penalty="gnmt",
     forced_end=False,
-    max_length=128,
+    max_output_length=128,
     max_input_length=None,
     sampling_temperature=1.0,
     sampling_topk=0,
@@ -40,6 +44,8 @@ def export_translator(
     jit_compile=False,
     batch_sizes=None,
     lengths=None,
+    split_batches=True,
+    **deprecated,
 ):
     """Writes a SavedModel that TF Serving runs, with the tokenizers inside.
 
@@ -69,8 +75,8 @@ def export_translator(
 
     By default no function is compiled with XLA, and any TF Serving runs
     the export. With `jit_compile=True` the id-level work of every
-    signature (the encoder, the search loops over `LeanStep`, the scoring
-    pass) is compiled with XLA, and tokenization stays outside; requests
+    signature (the encoder, the search loops over the model's
+    `decode_step`, the scoring pass) is compiled with XLA, and tokenization stays outside; requests
     run padded to `batch_sizes` x `lengths` and cut back (see
     `Translator`), so the export holds one compiled program per shape and
     search, all of which its warmup records run. TF Serving then needs
@@ -86,7 +92,8 @@ def export_translator(
         alpha: length-penalty exponent.
         length_penalty, forced_end: the penalty's form and the forced end
             token (see `Translator`).
-        max_length: longest translation, in tokens.
+        max_output_length: longest translation, in tokens (formerly
+            `max_length`, which names the model's position table).
         max_input_length: longest input, in tokens (default 256, and at most
             the model's `max_length`).
         sampling_temperature, sampling_topk, sampling_topp: the sampling
@@ -100,17 +107,25 @@ def export_translator(
         jit_compile: compile the id-level work with XLA (see above).
         batch_sizes: with `jit_compile`, the batch sizes requests are cut
             and padded to (default `(1, 8, 32)`), as TF Serving's
-            `allowed_batch_sizes`; a batch of two rows or more runs as two
-            programs at once, compiled for half its size.
+            `allowed_batch_sizes`.
         lengths: with `jit_compile`, the compiled token lengths (default
             16, 24, 32, 48, 64, ... up to the longest input or translation).
+        split_batches: with `jit_compile`, a batch of two rows or more
+            runs as two programs at once, compiled for half its size (see
+            `ShapeRunner`); off, as one program.
 
     Returns:
         `export_dir`.
     """
+    max_output_length = (
+        take_renamed(deprecated, _RENAMED, "export_translator", {"max_output_length": None})[
+            "max_output_length"
+        ]
+        or max_output_length
+    )
     if os.path.exists(export_dir):
         raise FileExistsError(f"{export_dir} exists; a version is never overwritten")
-    check_compiled_shapes(jit_compile, batch_sizes, lengths)
+    check_compiled_shapes(jit_compile, batch_sizes, lengths, split_batches)
     translator = Translator(
         model,
         source_tokenizer,
@@ -120,13 +135,14 @@ def export_translator(
         length_penalty=length_penalty,
         forced_end=forced_end,
         max_input_length=max_input_length,
-        max_output_length=max_length,
+        max_output_length=max_output_length,
         sampling_temperature=sampling_temperature,
         sampling_topk=sampling_topk,
         sampling_topp=sampling_topp,
         jit_compile=jit_compile,
         batch_sizes=batch_sizes,
         lengths=lengths,
+        split_batches=split_batches,
     )
 
     def clean(text):

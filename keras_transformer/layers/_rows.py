@@ -25,7 +25,9 @@ def as_rows(inputs):
     leading = tuple(inputs.shape[:-1])
     if len(leading) == 1:
         return inputs, lambda y: y
-    if all(d is not None for d in leading[1:]):
+    # A static 0 among them (an empty batch run eagerly) leaves the
+    # leading -1 of a reshape undetermined: TensorFlow would make it 1.
+    if all(leading[1:]):
         inner = leading[1:]
 
         def restore(y):

@@ -13,47 +13,57 @@ from keras_transformer.layers._initializers import clone_initializer
 _LARGE_NEGATIVE = -1e9
 
 
-def _write_cache(cache, index, new):
-    """Writes `new [batch, 2, step, ...]` into `cache` at positions `index...`.
+def _write_cache(cache, index, new, in_place):
+    """Writes `new [batch, heads, step, dim]` into `cache [batch, heads,
+    max_length, dim]` at positions `index...`.
 
-    A positional select rather than `ops.slice_update`: on TensorFlow the
-    latter lowers to `XlaDynamicUpdateSlice`, which needs XLA, and exported
-    models must run in TensorFlow Serving without it.
+    `in_place`: a dynamic-update-slice, one in-place write under XLA, JAX
+    and PyTorch, but on TensorFlow an XLA operation that a graph without
+    XLA (a plain SavedModel in TF Serving) cannot run. Otherwise what runs
+    everywhere: a scatter of the step's rows, which TensorFlow does in
+    place, or a positional select for several positions at once.
     """
-    max_length = ops.shape(cache)[2]
     index = ops.cast(index, "int32")
+    if in_place:
+        return ops.slice_update(cache, (0, 0, index, 0), ops.cast(new, cache.dtype))
+    new = ops.cast(new, cache.dtype)
     if new.shape[2] == 1:
-        # Incremental decoding: a scatter of the step's rows, which
-        # TensorFlow can do in place, where a select rewrites (and
-        # broadcasts over) the whole cache at every step.
-        rows = ops.shape(cache)[0] * 2
-        flat = ops.reshape(cache, (-1, *cache.shape[2:]))  # [batch * 2, max_length, ...]
+        flat = ops.reshape(cache, (-1, *cache.shape[2:]))  # [batch * heads, max_length, dim]
+        rows = ops.shape(flat)[0]
         indices = ops.stack(
             [ops.arange(rows, dtype="int32"), ops.full((rows,), index, dtype="int32")], axis=1
         )
-        updates = ops.reshape(new, (-1, *new.shape[3:]))  # [batch * 2, heads, dim]
+        updates = ops.reshape(new, (-1, new.shape[-1]))  # [batch * heads, dim]
         return ops.reshape(ops.scatter_update(flat, indices, updates), ops.shape(cache))
-    positions = ops.arange(max_length, dtype="int32")  # [max_length]
+    positions = ops.arange(ops.shape(cache)[2], dtype="int32")  # [max_length]
     step = ops.shape(new)[2]
     in_window = ops.logical_and(positions >= index, positions < index + step)
     source = ops.clip(positions - index, 0, step - 1)
-    placed = ops.take(new, source, axis=2)  # [batch, 2, max_length, heads, dim]
-    return ops.where(in_window[None, None, :, None, None], placed, cache)
+    placed = ops.take(new, source, axis=2)  # [batch, heads, max_length, dim]
+    return ops.where(in_window[None, None, :, None], placed, cache)
 
 
-def _split_cache(cache):
-    """`[batch, 2, length, heads, dim]` -> keys and values `[batch, length, heads, dim]`.
+def _heads_first(x):
+    """`[batch, length, heads, dim]` -> `[batch, heads, length, dim]`; a
+    reshape, not a copy, for decoding's one position."""
+    if x.shape[1] == 1:
+        return ops.reshape(x, (-1, x.shape[2], 1, x.shape[3]))
+    return ops.transpose(x, (0, 2, 1, 3))
 
-    Sliced as `[batch, 2, length * heads * dim]`: on TensorFlow a slice of
-    the five-dimensional cache runs through the generic strided copy (over
-    100 us a step for a 128 KB half at batch 1), a slice of its flat view
-    copies whole contiguous rows.
-    """
-    inner = tuple(cache.shape[2:])
-    if any(d is None for d in inner):
-        return cache[:, 0], cache[:, 1]
-    flat = ops.reshape(cache, (-1, 2, math.prod(inner)))
-    return ops.reshape(flat[:, 0], (-1, *inner)), ops.reshape(flat[:, 1], (-1, *inner))
+
+def _positions_first(x):
+    """`[batch, heads, length, dim]` -> `[batch, length, heads, dim]`."""
+    if x.shape[2] == 1:
+        return ops.reshape(x, (-1, 1, x.shape[1], x.shape[3]))
+    return ops.transpose(x, (0, 2, 1, 3))
+
+
+def _group_rows(x, rows):
+    """`[rows * g, length, ...]` -> `[rows, g * length, ...]`: the queries of
+    `g` consecutive rows (a source row's beams) as one row's."""
+    if x is None:
+        return None
+    return ops.reshape(x, (rows, -1, *x.shape[2:]))
 
 
 class _Projection(keras.layers.EinsumDense):
@@ -81,7 +91,7 @@ class _Projection(keras.layers.EinsumDense):
         kernel_shape = tuple(self.kernel.shape)
         in_size = math.prod(kernel_shape[:n])
         inner = tuple(inputs.shape[1 : len(inputs.shape) - n])
-        if all(d is not None for d in inner):  # e.g. decoding's one position
+        if all(inner):  # e.g. decoding's one position (not None, not 0: see `_rows`)
             leading = (-1, *inner)
         else:
             leading = ops.shape(inputs)[: len(inputs.shape) - n]
@@ -128,15 +138,19 @@ class MultiHeadAttention(keras.layers.Layer):
     nor dropout is configured (the softmax of equal masked logits), and
     attends to nothing (zero weights) when they are.
 
-    Cache: `init_cache(batch_size, max_length)` returns a zero tensor
-    `[batch, 2, max_length, num_heads, key_dim]` (index 0 holds keys, 1
-    values). Called with `cache` and `cache_index`, the layer projects the new
-    `value`/`key` positions, writes them at `cache_index`, and attends over
-    the cache causally: query `i` sees cache
-    positions `<= cache_index + i`. Called with `cache` and no `cache_index`,
-    the cache is read as precomputed keys and values (cross-attention, see
-    `precompute_cache`) and is not changed. With a cache the call returns
-    `(output, cache)`, or `(output, scores, cache)` with scores.
+    Cache: `init_cache(batch_size, max_length)` returns zero keys and
+    values `([batch, heads, max_length, key_dim], [batch, heads, max_length,
+    value_dim])`, the layout the attention reads without a transpose.
+    Called with `cache` and `cache_index`,
+    the layer projects the new `value`/`key` positions, writes them at
+    `cache_index`, and attends over the cache causally: query `i` sees cache
+    positions `<= cache_index + i`. Called with `cache` and no
+    `cache_index`, the cache is read as precomputed keys and values
+    (cross-attention, see `precompute_cache`) and is not changed; it may
+    hold fewer rows than the query, `query_rows / cache_rows` consecutive
+    query rows (a source's beams) then sharing each cache row, read once
+    for all of them. With a cache the call returns `(output, cache)`, or
+    `(output, scores, cache)` with scores.
 
     Args:
         num_heads: number of attention heads.
@@ -159,6 +173,15 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask: mask future keys (query `i` sees keys `j <= i`).
         cache: key/value cache, see above.
         cache_index: position at which the new keys and values are written.
+        compiled: the call runs compiled (`tf.function(jit_compile=True)`,
+            `jax.jit`): the cache is written in place (a
+            dynamic-update-slice, which TensorFlow runs only under XLA, not
+            in a plain graph), and cached self-attention (`query` is
+            `value`, no `key`) projects the query, key and value in one product, its
+            kernels side by side (concatenated once a program: the
+            compiler hoists them out of the decoding loop). Off, the write
+            is a scatter that any TensorFlow graph runs, and the products
+            are three.
         query_mask: boolean `[batch, query_length]` padding mask of `query`
             (True on tokens); Keras fills it from `query`'s mask.
         value_mask: boolean `[batch, key_length]` padding mask of `value`;
@@ -250,13 +273,13 @@ class MultiHeadAttention(keras.layers.Layer):
             max_length: number of positions the cache holds.
 
         Returns:
-            Zeros of shape `[batch_size, 2, max_length, num_heads, key_dim]`
-            in the layer's compute dtype.
+            Zero keys `[batch_size, num_heads, max_length, key_dim]` and
+            values `[batch_size, num_heads, max_length, value_dim]`, a
+            tuple, in the layer's compute dtype.
         """
-        self._check_cacheable()
-        return ops.zeros(
-            (batch_size, 2, max_length, self.num_heads, self.key_dim),
-            dtype=self.compute_dtype,
+        return tuple(
+            ops.zeros((batch_size, self.num_heads, max_length, dim), dtype=self.compute_dtype)
+            for dim in (self.key_dim, self.value_dim)
         )
 
     def precompute_cache(self, value, key=None):
@@ -267,21 +290,14 @@ class MultiHeadAttention(keras.layers.Layer):
             key: defaults to `value`.
 
         Returns:
-            `[batch, 2, key_length, num_heads, key_dim]`, to pass as `cache`
+            Keys `[batch, num_heads, key_length, key_dim]` and values
+            `[batch, num_heads, key_length, value_dim]`, to pass as `cache`
             with `cache_index=None`.
         """
-        self._check_cacheable()
         if not self.built:
             self.build(value.shape, value.shape, None if key is None else key.shape)
         key = value if key is None else key
-        return ops.stack([self._key_dense(key), self._value_dense(value)], axis=1)
-
-    def _check_cacheable(self):
-        if self.value_dim != self.key_dim:
-            raise ValueError(
-                "The key/value cache needs `value_dim == key_dim`. Received: "
-                f"key_dim={self.key_dim}, value_dim={self.value_dim}"
-            )
+        return _heads_first(self._key_dense(key)), _heads_first(self._value_dense(value))
 
     def call(
         self,
@@ -294,36 +310,53 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask=False,
         cache=None,
         cache_index=None,
+        compiled=False,
         query_mask=None,
         value_mask=None,
         key_mask=None,
     ):
+        fused = compiled and cache is not None and cache_index is not None
+        fused = fused and key is None and query is value
         if key is None:
             key = value
             key_mask = None
         query_length = ops.shape(query)[1]
-        q = self._query_dense(query)  # [batch, query_length, heads, key_dim]
+        if fused:
+            # [batch, query_length, heads, dim] each
+            q, new_keys, new_values = self._query_key_value(query)
+        else:
+            q = self._query_dense(query)  # [batch, query_length, heads, key_dim]
 
         causal_mask = None
+        grouped = False
         if cache is None:
-            k = self._key_dense(key)  # [batch, key_length, heads, key_dim]
-            v = self._value_dense(value)  # [batch, key_length, heads, value_dim]
+            k = _heads_first(self._key_dense(key))  # [batch, heads, key_length, key_dim]
+            v = _heads_first(self._value_dense(value))
             if use_causal_mask:
-                causal_mask = masking.causal_attention_mask(query_length, ops.shape(k)[1])
+                causal_mask = masking.causal_attention_mask(query_length, ops.shape(k)[2])
         elif cache_index is None:
             # Cross-attention: keys and values were projected once, up front.
-            self._check_cacheable()
-            k, v = _split_cache(cache)
+            k, v = cache
+            rows, cache_rows = query.shape[0], k.shape[0]
+            grouped = rows is None or cache_rows is None or rows != cache_rows
+            if grouped:
+                # Each cache row serves the consecutive query rows (beams)
+                # of its source, as one row of more queries.
+                cache_rows = ops.shape(k)[0]
+                q = _group_rows(q, cache_rows)
+                query_mask = _group_rows(query_mask, cache_rows)
+                attention_mask = _group_rows(attention_mask, cache_rows)
         else:
-            self._check_cacheable()
-            new = ops.stack([self._key_dense(key), self._value_dense(value)], axis=1)
-            new = ops.cast(new, cache.dtype)  # [batch, 2, step, heads, key_dim]
-            cache = _write_cache(cache, cache_index, new)
-            k, v = _split_cache(cache)  # [batch, max_length, heads, key_dim]
+            keys, values = cache
+            if not fused:
+                new_keys, new_values = self._key_dense(key), self._value_dense(value)
+            k = _write_cache(keys, cache_index, _heads_first(new_keys), compiled)
+            v = _write_cache(values, cache_index, _heads_first(new_values), compiled)
+            cache = (k, v)
             # Positions past the ones written hold zeros: decoding with a cache
             # is causal by nature, whatever `use_causal_mask` says.
             causal_mask = masking.causal_attention_mask(
-                query_length, ops.shape(k)[1], query_offset=cache_index
+                query_length, ops.shape(k)[2], query_offset=cache_index
             )
             # The step's padding masks do not span the cache.
             value_mask = key_mask = None
@@ -335,17 +368,9 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_mask=attention_mask,
             causal_mask=causal_mask,
         )
-
-        q = ops.multiply(q, ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype))
-        if cache is not None and query.shape[1] == 1:
-            context, scores = self._attend_one_query(
-                q, k, v, mask, return_attention_scores, training
-            )
-            output = self._output_dense(context)
-            results = (output, scores) if return_attention_scores else (output,)
-            return results + (cache,)
+        q = _heads_first(ops.multiply(q, ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)))
         # [batch, heads, query_length, key_length]
-        logits = ops.cast(ops.einsum("aecd,abcd->acbe", k, q), "float32")
+        logits = ops.cast(ops.einsum("bhqd,bhkd->bhqk", q, ops.cast(k, q.dtype)), "float32")
         if mask is not None:
             mask = ops.expand_dims(mask, 1)  # [batch, 1, query_length, key_length]
             logits = ops.where(mask, logits, _LARGE_NEGATIVE)
@@ -356,8 +381,20 @@ class MultiHeadAttention(keras.layers.Layer):
             scores = ops.where(mask, scores, 0.0)
         scores = ops.cast(scores, self.compute_dtype)
         weights = self._dropout_layer(scores, training=training)
-        # [batch, query_length, heads, value_dim]
-        context = ops.einsum("acbe,aecd->abcd", weights, ops.cast(v, weights.dtype))
+        # [batch, heads, query_length, value_dim]
+        context = ops.einsum("bhqk,bhkd->bhqd", weights, ops.cast(v, weights.dtype))
+        context = _positions_first(context)  # [batch, query_length, heads, value_dim]
+        if grouped:
+            context = ops.reshape(context, (-1, query_length, *context.shape[2:]))
+            if return_attention_scores:
+                # [rows, heads, g * query_length, keys] -> [rows * g, heads, ...]
+                heads, keys = scores.shape[1], ops.shape(scores)[3]
+                scores = ops.reshape(
+                    scores, (-1, heads, ops.shape(scores)[2] // query_length, query_length, keys)
+                )
+                scores = ops.reshape(
+                    ops.transpose(scores, (0, 2, 1, 3, 4)), (-1, heads, query_length, keys)
+                )
         output = self._output_dense(context)  # [batch, query_length, query_dim]
 
         results = (output,)
@@ -367,42 +404,24 @@ class MultiHeadAttention(keras.layers.Layer):
             results += (cache,)
         return results[0] if len(results) == 1 else results
 
-    def _attend_one_query(self, q, k, v, mask, return_attention_scores, training):
-        """Attention of a single query position over a cache.
-
-        The same numbers as the general path, in elementwise products and
-        sums over the cache axis. Decoding runs this once per generated
-        token on tiny tensors, where the general path's einsums (transposes
-        and batched matmuls) and softmax cost far more in per-op overhead
-        than in arithmetic, especially as oneDNN kernels.
-
-        Args:
-            q: scaled queries `[batch, 1, heads, key_dim]`.
-            k, v: `[batch, key_length, heads, key_dim]`.
-            mask: merged mask `[batch or 1, 1, key_length]` or None.
-
-        Returns:
-            `(context [batch, 1, heads, value_dim], scores)`, scores
-            `[batch, heads, 1, key_length]` when requested, else None.
-        """
-        logits = ops.sum(ops.cast(k, "float32") * ops.cast(q, "float32"), axis=-1)
-        # logits: [batch, key_length, heads]; the softmax runs over axis 1.
-        if mask is not None:
-            mask = ops.expand_dims(mask[:, 0, :], -1)  # [batch, key_length, 1]
-            logits = ops.where(mask, logits, _LARGE_NEGATIVE)
-        weights = ops.exp(logits - ops.max(logits, axis=1, keepdims=True))
-        weights = weights / ops.sum(weights, axis=1, keepdims=True)
-        if mask is not None and (return_attention_scores or self.dropout > 0.0):
-            weights = ops.where(mask, weights, 0.0)  # as the general path
-        weights = ops.cast(weights, self.compute_dtype)
-        scores = None
-        if return_attention_scores:
-            scores = ops.expand_dims(ops.transpose(weights, (0, 2, 1)), 2)
-        dropped = ops.cast(self._dropout_layer(weights, training=training), "float32")
-        # [batch, key_length, heads, 1] * [batch, key_length, heads, value_dim]
-        context = ops.sum(ops.expand_dims(dropped, -1) * ops.cast(v, "float32"), axis=1)
-        context = ops.cast(ops.expand_dims(context, 1), self.compute_dtype)
-        return context, scores
+    def _query_key_value(self, x):
+        """The query, key and value projections of `x [batch, length,
+        d]` as one product against their kernels side by side, each
+        returned `[batch, length, heads, dim]` as the projections give it."""
+        parts = (self._query_dense, self._key_dense, self._value_dense)
+        d_in = x.shape[-1]
+        kernel = ops.concatenate([ops.reshape(p.kernel, (d_in, -1)) for p in parts], axis=1)
+        y = ops.matmul(ops.reshape(x, (-1, d_in)), ops.cast(kernel, self.compute_dtype))
+        if self.use_bias:
+            bias = ops.concatenate([ops.reshape(p.bias, (-1,)) for p in parts], axis=0)
+            y = y + ops.cast(bias, self.compute_dtype)
+        width = self.num_heads * self.key_dim
+        length = x.shape[1] if x.shape[1] is not None else ops.shape(x)[1]
+        split = (y[:, :width], y[:, width : 2 * width], y[:, 2 * width :])
+        return tuple(
+            ops.reshape(t, (-1, length, self.num_heads, dim))
+            for t, dim in zip(split, (self.key_dim, self.key_dim, self.value_dim))
+        )
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None, **kwargs):
         return tuple(query_shape)
@@ -423,11 +442,11 @@ class MultiHeadAttention(keras.layers.Layer):
         output = keras.KerasTensor(query.shape, dtype=self.compute_dtype)
         results = (output,)
         if return_attention_scores:
-            key_length = cache.shape[2] if cache is not None else value.shape[1]
+            key_length = cache[0].shape[2] if cache is not None else value.shape[1]
             shape = (query.shape[0], self.num_heads, query.shape[1], key_length)
             results += (keras.KerasTensor(shape, dtype=self.compute_dtype),)
         if cache is not None:
-            results += (keras.KerasTensor(cache.shape, dtype=cache.dtype),)
+            results += (tuple(keras.KerasTensor(part.shape, dtype=part.dtype) for part in cache),)
         return results[0] if len(results) == 1 else results
 
     def get_config(self):

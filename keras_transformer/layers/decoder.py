@@ -1,35 +1,22 @@
 """A stack of decoder blocks with a cache for incremental decoding."""
 
 import keras
-from keras import ops
 
 from keras_transformer import _renames
 from keras_transformer.layers import _blocks
 from keras_transformer.layers.decoder_block import CACHE_RENAMES, DecoderBlock
 
 
-def _layer_cache(cache, index):
-    if cache is None:
-        return None
-    if isinstance(cache, (list, tuple)):
-        return cache[index]
-    return cache[:, index]
-
-
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Decoder(_blocks.StackLayer):
     """`num_layers` `DecoderBlock`s, with a final layer norm when pre-norm.
 
-    The caches of all blocks are stacked into one tensor each, so that a
-    search can tile and reorder them as one piece of state:
-    self-attention `[batch, num_layers, 2, max_length, heads, head_dim]` from
-    `init_self_attention_cache`, cross-attention `[batch, num_layers, 2,
-    source_length, heads, head_dim]` from `precompute_cross_attention_cache`.
-    Either may also be a list (or tuple) of the blocks' caches, e.g.
-    `ops.unstack(cache, axis=1)`, and the self-attention cache is then
-    returned as a list (tuple): a
-    decoding loop that carries it so saves slicing and restacking the whole
-    cache at every step.
+    The caches are tuples with one entry per block, each the block's keys
+    and values `[batch, heads, length, head_dim]`: self-attention from
+    `init_self_attention_cache`, cross-attention from
+    `precompute_cross_attention_cache`. A search tiles and reorders them
+    as one nested structure, and a step writes each block's cache without
+    slicing or restacking the others.
 
     Args:
         num_layers: number of blocks.
@@ -43,12 +30,13 @@ class Decoder(_blocks.StackLayer):
         encoder_outputs: `[batch, source_length, d_model]` or `None`.
         inputs_mask, encoder_outputs_mask: padding masks, filled by Keras.
         attention_mask: extra self-attention mask, see `DecoderBlock`.
-        self_attention_cache: stacked self-attention cache (formerly
+        self_attention_cache: the blocks' self-attention caches (formerly
             `cache`); then `cache_index` is required and the call returns
             `(outputs, self_attention_cache)`.
-        cross_attention_cache: stacked cross-attention cache (formerly
-            `cross_cache`).
+        cross_attention_cache: the blocks' cross-attention caches
+            (formerly `cross_cache`).
         cache_index: position of `inputs[:, 0]`.
+        compiled: the call runs compiled, see `DecoderBlock`.
         training: whether dropout is active.
         return_attention_scores: also return the last block's
             cross-attention weights `[batch, heads, target_length,
@@ -71,14 +59,16 @@ class Decoder(_blocks.StackLayer):
         self._build_stack(DecoderBlock, inputs_shape, encoder_outputs_shape)
 
     def init_self_attention_cache(self, batch_size, max_length):
-        """Empty stacked self-attention cache."""
-        caches = [block.init_self_attention_cache(batch_size, max_length) for block in self.blocks]
-        return ops.stack(caches, axis=1)
+        """Empty self-attention caches, one `(keys, values)` per block."""
+        return tuple(
+            block.init_self_attention_cache(batch_size, max_length) for block in self.blocks
+        )
 
     def precompute_cross_attention_cache(self, encoder_outputs):
         """Encoder keys and values of every block, projected once."""
-        caches = [block.precompute_cross_attention_cache(encoder_outputs) for block in self.blocks]
-        return ops.stack(caches, axis=1)
+        return tuple(
+            block.precompute_cross_attention_cache(encoder_outputs) for block in self.blocks
+        )
 
     init_cache = _renames.deprecated_method("init_cache", "init_self_attention_cache")
     precompute_cross_cache = _renames.deprecated_method(
@@ -110,6 +100,7 @@ class Decoder(_blocks.StackLayer):
         self_attention_cache=None,
         cross_attention_cache=None,
         cache_index=None,
+        compiled=False,
         training=None,
         return_attention_scores=False,
         **deprecated,
@@ -136,9 +127,10 @@ class Decoder(_blocks.StackLayer):
                 inputs_mask=inputs_mask,
                 encoder_outputs_mask=encoder_outputs_mask,
                 attention_mask=attention_mask,
-                self_attention_cache=_layer_cache(cache, i),
-                cross_attention_cache=_layer_cache(cross_cache, i),
+                self_attention_cache=None if cache is None else cache[i],
+                cross_attention_cache=None if cross_cache is None else cross_cache[i],
                 cache_index=cache_index,
+                compiled=compiled,
                 training=training,
                 return_attention_scores=with_scores,
             )
@@ -152,10 +144,7 @@ class Decoder(_blocks.StackLayer):
             x = self.final_norm(x)
         results = (x,)
         if cache is not None:
-            if isinstance(cache, (list, tuple)):
-                results += (type(cache)(new_caches),)
-            else:
-                results += (ops.stack(new_caches, axis=1),)
+            results += (tuple(new_caches),)
         if return_attention_scores:
             results += (scores,)
         return results[0] if len(results) == 1 else results

@@ -49,9 +49,17 @@ class DecoderBlock(_blocks.BlockLayer):
             Keras fills it from the encoder output's mask.
         attention_mask: extra boolean `[batch, target_length, target_length]`
             mask for self-attention, merged with the causal mask.
-        self_attention_cache: `[batch, 2, max_length, heads, head_dim]`.
-        cross_attention_cache: `[batch, 2, source_length, heads, head_dim]`.
+        self_attention_cache: keys and values `[batch, heads, max_length,
+            head_dim]` (`init_self_attention_cache`).
+        cross_attention_cache: keys and values `[batch, heads,
+            source_length, head_dim]`; they may have fewer rows than
+            `inputs`, each shared by consecutive rows (a source's beams):
+            see `MultiHeadAttention`.
         cache_index: position of `inputs[:, 0]` in the sequence.
+        compiled: the call runs compiled (XLA, `jax.jit`): the
+            self-attention cache is written in place and its projections
+            fused (see `MultiHeadAttention`); off, what any TensorFlow graph
+            runs.
         training: whether dropout is active.
         return_attention_scores: also return the cross-attention weights
             `[batch, heads, target_length, source_length]` (as keras-hub's
@@ -91,11 +99,11 @@ class DecoderBlock(_blocks.BlockLayer):
         self._build_feed_forward(inputs_shape)
 
     def init_self_attention_cache(self, batch_size, max_length):
-        """Empty self-attention cache `[batch, 2, max_length, heads, head_dim]`."""
+        """Empty self-attention keys and values `[batch, heads, max_length, head_dim]`."""
         return self.self_attention.init_cache(batch_size, max_length)
 
     def precompute_cross_attention_cache(self, encoder_outputs):
-        """Projected encoder keys and values, `[batch, 2, source_length, ...]`."""
+        """Projected encoder keys and values, `[batch, heads, source_length, head_dim]`."""
         return self.cross_attention.precompute_cache(encoder_outputs)
 
     init_cache = _renames.deprecated_method("init_cache", "init_self_attention_cache")
@@ -113,6 +121,7 @@ class DecoderBlock(_blocks.BlockLayer):
         self_attention_cache=None,
         cross_attention_cache=None,
         cache_index=None,
+        compiled=False,
         training=None,
         return_attention_scores=False,
     ):
@@ -147,6 +156,7 @@ class DecoderBlock(_blocks.BlockLayer):
                 training=training,
                 cache=self_attention_cache,
                 cache_index=cache_index,
+                compiled=compiled,
                 query_mask=inputs_mask,
             )
 

@@ -273,6 +273,7 @@ class Transformer(keras.Model):
         self_attention_cache=None,
         cross_attention_cache=None,
         cache_index=None,
+        compiled=False,
         **deprecated,
     ):
         """Decodes target ids against an encoded source.
@@ -291,6 +292,10 @@ class Transformer(keras.Model):
                 values (`Decoder.precompute_cross_attention_cache`; formerly
                 `cross_cache`).
             cache_index: position of `target_ids[:, 0]`.
+            compiled: the call runs compiled (`tf.function(jit_compile=True)`,
+                `jax.jit`): caches written in place, self-attention
+                projections fused (see `MultiHeadAttention`). Off, what
+                any TensorFlow graph runs (a plain SavedModel in TF Serving).
 
         Returns:
             Logits `[batch, target_length, target_vocab_size]`, or
@@ -318,6 +323,7 @@ class Transformer(keras.Model):
             self_attention_cache=self_attention_cache,
             cross_attention_cache=cross_attention_cache,
             cache_index=cache_index,
+            compiled=compiled,
             training=training,
         )
         if self_attention_cache is None:
@@ -344,10 +350,13 @@ class Transformer(keras.Model):
 
         Returns:
             A dict of tensors with leading dimension `batch`:
-            `self_attention_cache` `[batch, layers, 2, max_length, heads,
-            head_dim]`, `cross_attention_cache` `[batch, layers, 2,
-            source_length, heads, head_dim]`, `encoder_mask` `[batch,
-            source_length]`.
+            `self_attention_cache`, one `(keys, values)` per decoder block,
+            each `[batch, heads, max_length, head_dim]`;
+            `cross_attention_cache`, the same with `source_length`
+            positions; `encoder_mask` `[batch, source_length]`. A search
+            may tile the self-attention caches over beams and leave the
+            cross-attention caches and the mask untiled (the beams of a
+            source share them, see `MultiHeadAttention`).
         """
         if not self.built:
             self.build(((None, None), (None, None)))
@@ -359,13 +368,17 @@ class Transformer(keras.Model):
             "encoder_mask": ops.not_equal(source_ids, 0),
         }
 
-    def decode_step(self, ids, index, state):
+    def decode_step(self, ids, index, state, compiled=False):
         """One incremental decoding step, the `step_fn` of the searches.
+
+        The one step of every decoding path: the plain export, the compiled
+        export (`compiled=True`, under XLA) and JAX's `jit` run it.
 
         Args:
             ids: last tokens `[batch]`.
             index: 0-based position of `ids` in the target sequence.
             state: from `init_decoding_state` (possibly tiled over beams).
+            compiled: the step runs compiled, see `decode`.
 
         Returns:
             `(logits [batch, target_vocab_size], new_state)`.
@@ -378,6 +391,7 @@ class Transformer(keras.Model):
             self_attention_cache=state["self_attention_cache"],
             cross_attention_cache=state["cross_attention_cache"],
             cache_index=index,
+            compiled=compiled,
         )
         return logits[:, 0, :], {**state, "self_attention_cache": cache}
 

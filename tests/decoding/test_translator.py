@@ -73,8 +73,8 @@ def _never_ending(model):
 
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_caches_that_grow_give_the_search_over_whole_caches(parts, beam_size, monkeypatch):
-    # 40 tokens: the translator's caches hold 32, then 40 positions; the
-    # reference search's hold 40 from the first step.
+    # 40 tokens: the translator's caches hold 32, then 40 positions (16,
+    # 32, 40 compiled); the reference search's hold 40 from the first step.
     grown, grow_caches = [], _common.grow_caches
 
     def recorded(state, length):
@@ -234,3 +234,113 @@ def test_score_needs_one_translation_per_text(translator):
 def test_bad_sampling_options(parts, options, message):
     with pytest.raises(ValueError, match=message):
         Translator(*parts, **options)
+
+
+# The compiled translator: the same step and searches as the plain one, in
+# the fixed shapes of its ShapeRunner, so the same tokens and scores.
+SOURCES = [
+    "The dog sleeps.",
+    "A tired man gives the book to the happy women because the cats run.",
+    "The cat runs.",
+    "The old teachers see a red ball in the garden.",
+    "A woman reads.",
+]
+
+
+def _random_model(model, seed, **overrides):
+    """A model of `model`'s vocabularies with random weights (translations
+    that run to the longest length, through every cache length)."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    config = {**model.get_config(), "dropout": 0.0, **overrides}
+    fresh = type(model).from_config(config)
+    fresh.build(((None, None), (None, None)))
+    return fresh
+
+
+@pytest.mark.parametrize("split_batches", [True, False])
+@pytest.mark.parametrize(
+    "overrides, max_output",
+    [(None, 12), ({"norm_first": True}, 40)],
+    ids=["trained, 12 tokens", "random pre-norm, 40 tokens (caches grown)"],
+)
+def test_the_compiled_translator_equals_the_plain_one(parts, overrides, max_output,
+                                                      split_batches):  # fmt: skip
+    # Batch sizes (1, 2) and lengths (8, ...): 3 rows run as chunks of 2
+    # and 1, 5 as 2, 2 and 1, split in halves or not; short and long
+    # sources take different lengths; no rows run nothing.
+    model, source, target = parts
+    if overrides is not None:
+        model = _random_model(model, 2, **overrides)
+    options = dict(max_output_length=max_output, beam_size=3, max_input_length=24)
+    plain = Translator(model, source, target, **options)
+    compiled = Translator(model, source, target, jit_compile=True, batch_sizes=(2, 1),
+                          lengths=(8,), split_batches=split_batches, **options)  # fmt: skip
+    assert compiled.lengths == [8, max(24, max_output)]
+    assert compiled.program_batch_sizes == ([1] if split_batches else [1, 2])
+    for rows in (SOURCES[:1], SOURCES[:3], SOURCES, []):
+        text = tf.constant(rows, tf.string)
+        for beams in (3, 1):
+            want = plain.translate_nbest(text, beam_size=beams)
+            got = compiled.translate_nbest(text, beam_size=beams)
+            np.testing.assert_array_equal(got["ids"], want["ids"])
+            np.testing.assert_array_equal(got["translations"], want["translations"])
+            np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
+        translations = plain.translate(text)["translation"]
+        want_scores = plain.score(text, translations)["log_prob"]
+        got_scores = compiled.score(text, translations)["log_prob"]
+        np.testing.assert_allclose(got_scores, want_scores, atol=1e-4)
+        # XLA draws with its own generator: a seed repeats the compiled draws.
+        first = compiled.translate_sample(text, seed=5)["translation"]
+        np.testing.assert_array_equal(compiled.translate_sample(text, seed=5)["translation"], first)
+
+
+def test_compiled_sampling_of_the_top_token_is_greedy_search(parts):
+    translator = Translator(*parts, jit_compile=True, batch_sizes=(2,), max_output_length=12,
+                            sampling_topk=1)  # fmt: skip
+    text = tf.constant(SOURCES[:3])
+    want = translator.translate_greedy(text)
+    got = translator.translate_sample(text)
+    np.testing.assert_array_equal(got["translation"], want["translation"])
+    np.testing.assert_allclose(got["score"], want["score"], atol=1e-5)
+
+
+def test_compiled_sampling_draws_apart_in_every_program(parts):
+    # Four copies of one source in four programs of one row (chunks of 2,
+    # split in halves): with one seed for all, the programs would draw
+    # alike; each draws with the request's seed and its first row.
+    model = _random_model(parts[0], 5)
+    translator = Translator(model, *parts[1:], jit_compile=True, batch_sizes=(2,),
+                            max_output_length=8)  # fmt: skip
+    text = tf.constant(SOURCES[:1] * 4)
+    first = translator.translate_sample(text, seed=5)["translation"]
+    np.testing.assert_array_equal(translator.translate_sample(text, seed=5)["translation"], first)
+    assert len(set(first.numpy().tolist())) == 4
+
+
+def test_the_compiled_shapes_are_validated_and_listed(parts):
+    with pytest.raises(ValueError, match="batch_sizes"):
+        Translator(*parts, jit_compile=True, batch_sizes=(0, 4))
+    translator = Translator(*parts, jit_compile=True, max_input_length=40, max_output_length=20)
+    assert translator.lengths == [16, 24, 32, 40]
+    # Chunks of 8 and 32 rows run as two programs of 4 and 16 at once.
+    assert translator.program_batch_sizes == [1, 4, 16]
+    assert translator.compiled_shapes[0] == (1, 16) and len(translator.compiled_shapes) == 12
+    assert len(translator.compiled_searches) == 4
+    # One beam is greedy search: the two signatures share one program.
+    greedy_only = Translator(*parts, beam_size=1, jit_compile=True)
+    assert greedy_only.compiled_searches == ["greedy search", "sampling", "scoring pass"]
+
+
+def test_the_translator_leaves_the_model_as_it_was(parts):
+    model = _random_model(parts[0], 6)
+    weights = [w.copy() for w in model.get_weights()]
+    config = model.get_config()
+    for jit_compile in (False, True):
+        Translator(model, *parts[1:], jit_compile=jit_compile, max_output_length=8).translate(
+            tf.constant(SOURCES[:2])
+        )
+    assert model.get_config() == config
+    for before, after in zip(weights, model.get_weights()):
+        np.testing.assert_array_equal(before, after)

@@ -23,7 +23,7 @@ LENGTHS = (16,)
 def compiled_dir(trained_run, tmp_path_factory):
     base = str(tmp_path_factory.mktemp("compiled") / "translator")
     return export_run(
-        trained_run["run"], base, max_length=MAX_LENGTH, beam_size=BEAM_SIZE,
+        trained_run["run"], base, max_output_length=MAX_LENGTH, beam_size=BEAM_SIZE,
         jit_compile=True, batch_sizes=BATCH_SIZES, lengths=LENGTHS, **SAMPLING,
     )  # fmt: skip
 
@@ -34,6 +34,7 @@ def test_the_export_lists_its_programs_and_the_flag_it_needs(compiled_dir):
     # compiled searches (beam, greedy, sampling, scoring) per shape.
     assert info["batch_sizes"] == [1, 4] and info["lengths"] == [16, 256]
     assert info["program_batch_sizes"] == [1, 2]  # a batch of 4 runs as two of 2
+    assert info["split_batches"] is True
     assert info["programs"] == 4 * 2 * 2
     assert info["tf_serving_flag"] == XLA_FLAG
     check_servable(compiled_dir)

@@ -13,7 +13,11 @@ def test_defaults_are_the_documented_ones():
     options = ExportOptions(**REQUIRED)
     assert (options.format, options.weights) == ("savedmodel", "auto")
     decoding = options.decoding()
-    assert (decoding["beam_size"], decoding["alpha"], decoding["max_length"]) == (4, 0.6, 128)
+    assert (decoding["beam_size"], decoding["alpha"], decoding["max_output_length"]) == (
+        4,
+        0.6,
+        128,
+    )
     assert (decoding["length_penalty"], decoding["forced_end"]) == ("gnmt", False)
 
 
@@ -22,7 +26,7 @@ def test_the_run_generation_settings_fill_what_the_options_leave_open():
                   "max_output_length": 511, "forced_end": True}  # fmt: skip
     decoding = ExportOptions(**REQUIRED).decoding(generation)
     assert decoding["beam_size"] == 6 and decoding["length_penalty"] == "power"
-    assert decoding["max_length"] == 511 and decoding["forced_end"] is True
+    assert decoding["max_output_length"] == 511 and decoding["forced_end"] is True
     given = ExportOptions(**REQUIRED, beam_size=2, length_penalty="gnmt", forced_end=False)
     decoding = given.decoding(generation)
     assert (decoding["beam_size"], decoding["length_penalty"], decoding["forced_end"]) == (
@@ -66,6 +70,7 @@ def test_batch_sizes_read_as_the_command_line_gives_them(text, expected):
         ({"sampling_temperature": 0.0}, "sampling_temperature"),
         ({"jit_compile": True, "batch_sizes": "1,x"}, "positive ints"),
         ({"lengths": [16]}, "shapes of `jit_compile=True`"),
+        ({"split_batches": False}, "shapes of `jit_compile=True`"),
         ({"format": "ctranslate2", "jit_compile": True}, "--jit-compile applies to --format"),
         ({"format": "ctranslate2", "lengths": [8]}, "--lengths applies to --format"),
         ({"quantization": "int8"}, "--quantization applies to --format ctranslate2"),
@@ -82,7 +87,15 @@ def test_ctranslate2_takes_a_quantization():
     )
 
 
+def test_split_batches_is_on_by_default_and_reaches_the_export():
+    assert ExportOptions(**REQUIRED).decoding()["split_batches"] is True
+    whole = ExportOptions(**REQUIRED, jit_compile=True, split_batches=False)
+    assert whole.decoding()["split_batches"] is False
+
+
 def test_the_python_export_checks_the_same_shapes():
     check_compiled_shapes(True, [1], [16])
     with pytest.raises(ValueError, match="shapes of `jit_compile=True`"):
         check_compiled_shapes(False, None, [16])
+    with pytest.raises(ValueError, match="split_batches"):
+        check_compiled_shapes(False, None, None, split_batches=False)

@@ -30,7 +30,7 @@ def sampling(trained_run, tmp_path_factory):
     path = export_run(
         trained_run["run"],
         base,
-        max_length=MAX_LENGTH,
+        max_output_length=MAX_LENGTH,
         sampling_temperature=1.5,
         sampling_topk=8,
         sampling_topp=0.95,

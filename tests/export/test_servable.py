@@ -24,10 +24,10 @@ SENTENCES = [
 def test_versions_are_numbered_and_never_overwritten(trained_model, export_base):
     assert versions(export_base) == [1]
     model, src, tgt = trained_model
-    path = export_version(model, src, tgt, export_base, max_length=MAX_LENGTH, check=False)
+    path = export_version(model, src, tgt, export_base, max_output_length=MAX_LENGTH, check=False)
     assert path.endswith(os.sep + "2") and versions(export_base) == [1, 2]
     with pytest.raises(FileExistsError, match="never overwritten"):
-        export_version(model, src, tgt, export_base, version=1, max_length=MAX_LENGTH)
+        export_version(model, src, tgt, export_base, version=1, max_output_length=MAX_LENGTH)
     assert not [d for d in os.listdir(export_base) if d.startswith(".staging")]
     shutil.rmtree(path)
 

@@ -170,14 +170,32 @@ def test_causal_future_never_changes_past(rng):
     assert np.abs(np.array(a[:, 4:]) - np.array(b[:, 4:])).max() > 1e-3
 
 
+def _count_fused(layer):
+    """A list whose one item counts the layer's fused projections."""
+    count, fuse = [0], layer._query_key_value
+
+    def counted(x):
+        count[0] += 1
+        return fuse(x)
+
+    layer._query_key_value = counted
+    return count
+
+
+@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("use_causal_mask", [True, False])
-def test_self_attention_cache_equals_full_causal_pass(rng, use_causal_mask):
+def test_self_attention_cache_equals_full_causal_pass(rng, use_causal_mask, compiled):
+    # Compiled: writes in place and one fused projection (JAX and PyTorch
+    # run it eagerly; TensorFlow needs XLA for it, tested below).
+    if compiled and keras.backend.backend() == "tensorflow":
+        pytest.skip("a dynamic-update-slice needs XLA on TensorFlow (tested compiled below)")
     layer = MultiHeadAttention(HEADS, KEY_DIM)
     length = 6
-    x = rng.normal(size=(BATCH, length, DIM)).astype("float32")
+    x = keras.ops.convert_to_tensor(rng.normal(size=(BATCH, length, DIM)).astype("float32"))
     full, full_scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
+    fused = _count_fused(layer)
     cache = layer.init_cache(BATCH, length + 2)
-    assert tuple(cache.shape) == (BATCH, 2, length + 2, HEADS, KEY_DIM)
+    assert [tuple(part.shape) for part in cache] == [(BATCH, HEADS, length + 2, KEY_DIM)] * 2
     for i in range(length):
         step = x[:, i : i + 1]
         out, scores, cache = layer(
@@ -185,13 +203,79 @@ def test_self_attention_cache_equals_full_causal_pass(rng, use_causal_mask):
             step,
             cache=cache,
             cache_index=i,
+            compiled=compiled,
             return_attention_scores=True,
             use_causal_mask=use_causal_mask,
         )
         np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
         np.testing.assert_allclose(scores[:, :, 0, :length], full_scores[:, :, i], atol=1e-5)
     # Untouched positions stay empty.
-    np.testing.assert_array_equal(np.array(cache)[:, :, length:], 0.0)
+    for part in cache:
+        np.testing.assert_array_equal(np.array(part)[:, :, length:], 0.0)
+    assert fused == ([length] if compiled else [0])
+
+
+def test_several_positions_written_at_once_equal_one_by_one(rng):
+    # A prefix decoded in one call (e.g. a forced prefix), then one step.
+    layer = MultiHeadAttention(HEADS, KEY_DIM)
+    x = rng.normal(size=(BATCH, 5, DIM)).astype("float32")
+    full = layer(x, x, use_causal_mask=True)
+    out, cache = layer(x[:, :3], x[:, :3], cache=layer.init_cache(BATCH, 7), cache_index=0)
+    np.testing.assert_allclose(out, full[:, :3], atol=1e-5)
+    out, cache = layer(x[:, 3:], x[:, 3:], cache=cache, cache_index=3)
+    np.testing.assert_allclose(out, full[:, 3:], atol=1e-5)
+    np.testing.assert_array_equal(np.array(cache[0])[:, :, 5:], 0.0)
+
+
+@tensorflow_only
+@pytest.mark.parametrize("use_bias", [True, False])
+def test_compiled_steps_under_xla_equal_the_graphs(rng, use_bias):
+    import tensorflow as tf
+
+    layer = MultiHeadAttention(HEADS, KEY_DIM, use_bias=use_bias)
+    x = tf.constant(rng.normal(size=(BATCH, 4, DIM)).astype("float32"))
+    layer(x, x)
+    fused = _count_fused(layer)
+
+    def run(compiled):
+        cache = layer.init_cache(BATCH, 6)
+        outs = []
+        for i in range(4):
+            step = x[:, i : i + 1]
+            out, cache = layer(step, step, cache=cache, cache_index=i, compiled=compiled)
+            outs.append(out)
+        return tf.concat(outs, axis=1), cache
+
+    plain = tf.function(lambda: run(False))()
+    compiled = tf.function(lambda: run(True), jit_compile=True)()
+    assert fused == [4]  # traced once, four steps
+    np.testing.assert_allclose(compiled[0], plain[0], atol=1e-5)
+    for a, b in zip(compiled[1], plain[1]):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+@pytest.mark.parametrize("query_length", [1, 2])
+def test_beams_share_an_untiled_cross_attention_cache(rng, beams, query_length):
+    # The beams of a source row read its encoder keys and values once: the
+    # same numbers as the cache tiled over beams, row by row.
+    layer = MultiHeadAttention(HEADS, KEY_DIM)
+    memory = rng.normal(size=(BATCH, TK, DIM)).astype("float32")
+    query = rng.normal(size=(BATCH * beams, query_length, DIM)).astype("float32")
+    vmask = _padding([7, 4, 2], TK)
+    qmask = rng.random((BATCH * beams, query_length)) > 0.3
+    layer(query[:BATCH], memory)
+    tiled_memory = np.repeat(memory, beams, axis=0)
+    expected, expected_scores = layer(
+        query, tiled_memory, query_mask=qmask, value_mask=np.repeat(vmask, beams, axis=0),
+        return_attention_scores=True,
+    )  # fmt: skip
+    out, scores, _ = layer(
+        query, memory, cache=layer.precompute_cache(memory), query_mask=qmask,
+        value_mask=vmask, return_attention_scores=True,
+    )  # fmt: skip
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+    np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
 
 
 @tensorflow_only
@@ -228,7 +312,8 @@ def test_cross_attention_cache_is_computed_once_and_reused(rng):
     cache = layer.precompute_cache(memory)
     out, same_cache = layer(query, memory, cache=cache, value_mask=vmask)
     np.testing.assert_allclose(out, expected, atol=1e-5)
-    np.testing.assert_array_equal(same_cache, cache)
+    for same, part in zip(same_cache, cache):
+        np.testing.assert_array_equal(same, part)
     # The cache, not the value, is read: keys and values are not recomputed.
     out_again, _ = layer(query, np.zeros_like(memory), cache=cache, value_mask=vmask)
     np.testing.assert_allclose(out_again, expected, atol=1e-5)
@@ -238,7 +323,7 @@ def test_cross_attention_cache_is_computed_once_and_reused(rng):
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
 @pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
 def test_single_query_cached_path_matches_general_path(rng, case_name, dropout, policy):
-    """Decoding's one-query path (elementwise) agrees with the einsum path."""
+    """A cached one-query call agrees with the uncached call."""
     case = MASK_CASES[case_name]
     keras.config.set_dtype_policy(policy)
     try:
@@ -296,10 +381,16 @@ def test_invalid_arguments(kwargs, match):
         MultiHeadAttention(**kwargs)
 
 
-def test_cache_needs_equal_key_and_value_dims():
+def test_cache_holds_keys_and_values_of_their_own_sizes(rng):
     layer = MultiHeadAttention(2, 4, value_dim=6)
-    with pytest.raises(ValueError, match="value_dim"):
-        layer.init_cache(1, 4)
+    keys, values = layer.init_cache(1, 4)
+    assert (tuple(keys.shape), tuple(values.shape)) == ((1, 2, 4, 4), (1, 2, 4, 6))
+    x = rng.normal(size=(1, 3, DIM)).astype("float32")
+    full = layer(x, x, use_causal_mask=True)
+    cache = (keys, values)
+    for i in range(3):
+        out, cache = layer(x[:, i : i + 1], x[:, i : i + 1], cache=cache, cache_index=i)
+        np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
 
 
 @pytest.mark.parametrize("masked", [False, True])

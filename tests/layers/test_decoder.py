@@ -4,22 +4,22 @@ import pytest
 from keras_transformer.layers import Decoder
 
 
-@pytest.mark.parametrize("layout", ["stacked", "list", "tuple"])
+@pytest.mark.parametrize("beams", [1, 2])
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_cache_equals_full_pass(rng, norm_first, layout):
+def test_cache_equals_full_pass(rng, norm_first, beams):
+    # With beams, the rows of a source share its untiled cross-attention
+    # cache and mask, and each row decodes as the full pass of its own.
     decoder = Decoder(2, 16, 4, 32, dropout=0.0, norm_first=norm_first)
-    x = rng.normal(size=(3, 6, 16)).astype("float32")
+    x = rng.normal(size=(3 * beams, 6, 16)).astype("float32")
     memory = rng.normal(size=(3, 5, 16)).astype("float32")
     spad = np.arange(5)[None] < np.array([[5], [3], [1]])
-    full = decoder(x, memory, encoder_outputs_mask=spad)
-    cache = decoder.init_self_attention_cache(3, 8)
-    assert tuple(cache.shape) == (3, 2, 2, 8, 4, 4)
+    full = decoder(
+        x, np.repeat(memory, beams, axis=0), encoder_outputs_mask=np.repeat(spad, beams, axis=0)
+    )
+    cache = decoder.init_self_attention_cache(3 * beams, 8)
+    assert [[tuple(t.shape) for t in block] for block in cache] == [[(3 * beams, 4, 8, 4)] * 2] * 2
     cross = decoder.precompute_cross_attention_cache(memory)
-    assert tuple(cross.shape) == (3, 2, 2, 5, 4, 4)
-    if layout != "stacked":  # the blocks' caches, one tensor each
-        container = list if layout == "list" else tuple
-        cache = container(np.moveaxis(np.asarray(cache), 1, 0))
-        cross = container(np.moveaxis(np.asarray(cross), 1, 0))
+    assert [[tuple(t.shape) for t in block] for block in cross] == [[(3, 4, 5, 4)] * 2] * 2
     for i in range(6):
         out, cache = decoder(
             x[:, i : i + 1],
@@ -30,9 +30,7 @@ def test_cache_equals_full_pass(rng, norm_first, layout):
             cache_index=i,
         )
         np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
-        if layout != "stacked":
-            assert type(cache) is container and len(cache) == 2
-            assert tuple(cache[0].shape) == (3, 2, 8, 4, 4)
+        assert type(cache) is tuple and len(cache) == 2
 
 
 @pytest.mark.parametrize("with_cache", [False, True])

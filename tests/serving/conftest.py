@@ -18,7 +18,7 @@ def serving_export(trained_model, tmp_path_factory):
     from keras_transformer.export import export_version
 
     base = str(tmp_path_factory.mktemp("serving_export") / "translator")
-    export_version(*trained_model, base, max_length=MAX_LENGTH, beam_size=BEAM_SIZE)
+    export_version(*trained_model, base, max_output_length=MAX_LENGTH, beam_size=BEAM_SIZE)
     return base
 
 

@@ -19,7 +19,7 @@ BINARY = shutil.which("tensorflow_model_server")
 def test_real_tf_serving_serves_the_export(trained_model, tmp_path):
     model, src, tgt = trained_model
     base = str(tmp_path / "translator")
-    export_version(model, src, tgt, base, max_length=20, beam_size=2)
+    export_version(model, src, tgt, base, max_output_length=20, beam_size=2)
     port = free_port()
     server = subprocess.Popen(
         [BINARY, f"--port={port}", "--model_name=translator", f"--model_base_path={base}"]

@@ -31,7 +31,7 @@ def test_train_on_another_backend_then_export(backend, parallel_files, tmp_path)
     assert len(losses) == 2 and losses[1] < losses[0]
 
     base = str(tmp_path / "exports")
-    version = export_run(run, base, max_length=16, beam_size=2)
+    version = export_run(run, base, max_output_length=16, beam_size=2)
     model, source, target, _ = load_run(run)
     translator = Translator(model, source, target, beam_size=2, max_output_length=16)
     expected = translator.translate(SENTENCES)

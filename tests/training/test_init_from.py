@@ -76,7 +76,7 @@ def test_fine_tuning_lowers_the_in_domain_loss_and_exports(imported_run, in_doma
         assert os.path.exists(os.path.join(RunDirectory(run).path, "tokenizers", name))
     from keras_transformer.export import export_run
 
-    version = export_run(run, str(tmp_path / "export"), max_length=16)
+    version = export_run(run, str(tmp_path / "export"), max_output_length=16)
     loaded = tf.saved_model.load(version)
     out = loaded.signatures["serving_default"](text=tf.constant([checkpoints.SOURCE_TEXT[0]]))
     assert out["translation"].shape == (1,)
