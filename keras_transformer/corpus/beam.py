@@ -46,16 +46,19 @@ class ExportHandler(base.ModelHandler):
         signature: the signature (default: the task's own).
         version: a version under an export base (default: the newest).
         min_batch_size, max_batch_size: the batches Beam forms.
+        threads: each worker session's TensorFlow threads (default 1:
+            a worker is one CPU).
     """
 
     def __init__(self, model, task="translate", signature=None, version=None,
-                 min_batch_size=1, max_batch_size=64):  # fmt: skip
+                 min_batch_size=1, max_batch_size=64, threads=1):  # fmt: skip
         super().__init__()
         self.model, self.task, self.signature, self.version = model, task, signature, version
         self.min_batch_size, self.max_batch_size = min_batch_size, max_batch_size
+        self.threads = threads
 
     def load_model(self):
-        return CorpusModel(self.model, self.task, self.signature, self.version)
+        return CorpusModel(self.model, self.task, self.signature, self.version, self.threads)
 
     def run_inference(self, batch, model, inference_args=None):
         # Sorted by length within the batch: the signature pads to the longest.
@@ -84,10 +87,10 @@ class CorpusTransform(beam.PTransform):
     `RunInference` with an `ExportHandler`; the arguments are its."""
 
     def __init__(self, model, task="translate", signature=None, version=None,
-                 min_batch_size=1, max_batch_size=64):  # fmt: skip
+                 min_batch_size=1, max_batch_size=64, threads=1):  # fmt: skip
         super().__init__()
         self.handler = ExportHandler(model, task, signature, version, min_batch_size,
-                                     max_batch_size)  # fmt: skip
+                                     max_batch_size, threads)  # fmt: skip
 
     def expand(self, records):
         from apache_beam.ml.inference.base import RunInference
@@ -114,6 +117,7 @@ def run_beam(records, options, writer):
                 options.signature,
                 options.version,
                 max_batch_size=options.max_batch_size,
+                threads=options.threads,
             )  # fmt: skip
             | "Json" >> beam.Map(lambda r: json.dumps(r, ensure_ascii=False))
             | "Write" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl")

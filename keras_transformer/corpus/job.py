@@ -52,7 +52,8 @@ def _run_beam(records, options, writer):
 
 
 def _run_local(records, options, writer):
-    model = CorpusModel(options.model, options.task, options.signature, options.version)
+    model = CorpusModel(options.model, options.task, options.signature, options.version,
+                        options.threads)  # fmt: skip
     try:
         answered = [None] * len(records)
         for batch in length_sorted_batches(records, options.max_batch_size):
@@ -68,10 +69,10 @@ def _run_local(records, options, writer):
 class _ModelHolder:
     """A Ray actor's model: loaded once, run on each batch it is given."""
 
-    def __init__(self, model, task, signature, version):
+    def __init__(self, model, task, signature, version, threads):
         import ray
 
-        self.model = CorpusModel(model, task, signature, version)
+        self.model = CorpusModel(model, task, signature, version, threads)
         self.worker = ray.get_runtime_context().get_node_id()
 
     def __call__(self, batch):
@@ -102,7 +103,13 @@ def ray_dataset(records, options):
     dataset = ray.data.from_items(records)
     return dataset.map_batches(
         _ModelHolder,
-        fn_constructor_args=(options.model, options.task, options.signature, options.version),
+        fn_constructor_args=(
+            options.model,
+            options.task,
+            options.signature,
+            options.version,
+            options.threads,
+        ),  # fmt: skip
         batch_size=options.max_batch_size,
         batch_format="numpy",
         concurrency=options.workers,

@@ -45,6 +45,10 @@ class CorpusModel:
             `translate`, any signature that answers `translation` and
             `score` (`translate_greedy`, `translate_sample`).
         version: a version under an export base (default: the newest).
+        threads: the session's intra-op and inter-op threads, as TF
+            Serving's `--tensorflow_intra_op_parallelism` and
+            `--tensorflow_inter_op_parallelism` (default: TensorFlow's
+            own, every core).
 
     Raises:
         ValueError: an unknown task, or an export without the signature
@@ -52,14 +56,22 @@ class CorpusModel:
         FileNotFoundError: no export there.
     """
 
-    def __init__(self, model_path, task="translate", signature=None, version=None):
+    def __init__(self, model_path, task="translate", signature=None, version=None,
+                 threads=None):  # fmt: skip
         if task not in TASKS:
             raise ValueError(f"`task` must be one of {sorted(TASKS)}. Received: {task!r}")
         self.task = task
         default, self.outputs = TASKS[task]
         self.signature = signature or default
         self.export_dir = resolve_version_dir(model_path, version)
-        self.session = SessionModel(self.export_dir)
+        config = None
+        if threads:
+            import tensorflow as tf
+
+            config = tf.compat.v1.ConfigProto(
+                intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads
+            )
+        self.session = SessionModel(self.export_dir, config)
         try:
             signature_def = self.session.signature(self.signature)
         except SignatureNotFound:

@@ -44,6 +44,12 @@ class CorpusOptions:
         max_batch_size: most sentences the model runs at once; sentences
             are sorted by length within a few batches' worth.
         workers: with ray, the model holders (one model each).
+        worker_threads: TensorFlow threads of each model's session
+            (intra-op and inter-op, as TF Serving's
+            --tensorflow_intra_op_parallelism); none is 1 with ray and beam
+            (a worker is one CPU, as Ray schedules its holders, so that
+            workers on one machine do not contend for its cores) and
+            TensorFlow's own (every core) with local.
         ray_address: with ray, the cluster's HOST:PORT (as ray start
             printed it); none starts a Ray of this machine alone.
         beam_args: with beam, Beam's pipeline options (on the command
@@ -64,6 +70,7 @@ class CorpusOptions:
     engine: str = dataclasses.field(default="local", metadata={"choices": ENGINES})
     max_batch_size: int = 64
     workers: int = 2
+    worker_threads: int | None = None
     ray_address: str | None = None
     # With --engine beam, the rest of the command line (no flag of its own).
     beam_args: list = dataclasses.field(default_factory=list, metadata={"flag": False})
@@ -79,6 +86,8 @@ class CorpusOptions:
                 )
         for name in ("shards", "max_batch_size", "workers"):
             check_positive_int(name, getattr(self, name))
+        if self.worker_threads is not None:
+            check_positive_int("worker_threads", self.worker_threads)
         if (self.task == "score") != (self.target is not None):
             raise ValueError("--target goes with --task score, and --task score needs it")
         if self.ray_address is not None and self.engine != "ray":
@@ -88,6 +97,14 @@ class CorpusOptions:
                 f"unrecognized arguments: {' '.join(self.beam_args)} "
                 "(only --engine beam passes flags on, to Beam)"
             )
+
+    @property
+    def threads(self):
+        """Each model's session threads: `worker_threads`, or the engine's
+        default (None: TensorFlow's own)."""
+        if self.worker_threads is not None:
+            return self.worker_threads
+        return None if self.engine == "local" else 1
 
     @classmethod
     def from_dict(cls, values):

@@ -34,3 +34,19 @@ def test_batches_hold_every_record_once_and_at_most_the_batch_size(sources, size
 def test_an_export_without_the_signature_asked_for_is_named(export_base, task, signature, match):
     with pytest.raises(ValueError, match=match):
         CorpusModel(export_base, task, signature)
+
+
+@pytest.mark.parametrize("threads", [None, 1, 2])
+def test_the_session_runs_with_the_threads_asked_for(export_base, threads):
+    model = CorpusModel(export_base, "translate", threads=threads)
+    try:
+        config = model.session.config
+        if threads is None:
+            assert config is None
+        else:
+            pools = (config.intra_op_parallelism_threads, config.inter_op_parallelism_threads)
+            assert pools == (threads, threads)
+        (result,) = model.run([{"source": "The dog sleeps."}])
+        assert isinstance(result["translation"], str)
+    finally:
+        model.close()
