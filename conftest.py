@@ -159,7 +159,9 @@ def export_base(trained_run, tmp_path_factory):
     from tests.export.exported import BEAM_SIZE, MAX_LENGTH, SAMPLING
 
     base = str(tmp_path_factory.mktemp("exports") / "translator")
-    export_run(trained_run["run"], base, max_output_length=MAX_LENGTH, beam_size=BEAM_SIZE, **SAMPLING)
+    export_run(
+        trained_run["run"], base, max_output_length=MAX_LENGTH, beam_size=BEAM_SIZE, **SAMPLING
+    )
     return base
 
 

@@ -137,7 +137,14 @@ def export_small(data_dir, base, generated=GENERATED, jit_compile=False):
     model, source, target, sentences = small_model(data_dir)
     options = JIT_OPTIONS if jit_compile else {}
     path = export_version(
-        model, source, target, base, max_output_length=generated, beam_size=4, check=False, **options
+        model,
+        source,
+        target,
+        base,
+        max_output_length=generated,
+        beam_size=4,
+        check=False,
+        **options,
     )
     return path, sentences
 
