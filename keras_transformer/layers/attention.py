@@ -24,9 +24,9 @@ def _write_cache(cache, index, new, in_place):
     place, or a positional select for several positions at once.
     """
     index = ops.cast(index, "int32")
-    if in_place:
-        return ops.slice_update(cache, (0, 0, index, 0), ops.cast(new, cache.dtype))
     new = ops.cast(new, cache.dtype)
+    if in_place:
+        return ops.slice_update(cache, (0, 0, index, 0), new)
     if new.shape[2] == 1:
         flat = ops.reshape(cache, (-1, *cache.shape[2:]))  # [batch * heads, max_length, dim]
         rows = ops.shape(flat)[0]
