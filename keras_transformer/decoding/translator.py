@@ -27,9 +27,8 @@ class Translator(tf.Module):
 
     Inputs longer than `max_input_length` tokens are truncated (keeping the
     end token); translations stop at `max_output_length` tokens. Empty
-    input gives empty output. The model's sinusoidal position tables are
-    made one tensor each (`PositionalEmbedding.hold_position_table`), so
-    that the functions the translator traces share them.
+    input gives empty output. The translator leaves the model it is given
+    as it was: it only calls it.
 
     Args:
         model: a trained `keras_transformer.models.Transformer`.
@@ -120,11 +119,6 @@ class Translator(tf.Module):
             split_batches=split_batches,
         )
         self._compiled = {}
-        if tf.executing_eagerly() and model.built:
-            # One table for the dozens of functions the signatures trace (and
-            # the XLA programs take it as an argument), not a copy in each.
-            for embedding in (model.source_embedding, model.target_embedding):
-                embedding.hold_position_table()
 
     def encode_text(self, text):
         """`[batch]` strings -> padded source ids `[batch, length]`."""

@@ -1,6 +1,7 @@
 """Token embedding plus position encoding."""
 
 import math
+import warnings
 
 import keras
 from keras import ops
@@ -83,6 +84,19 @@ class PositionalEmbedding(keras.layers.Layer):
         self.scale_embeddings = scale_embeddings
         self.mask_zero = mask_zero
         self.supports_masking = mask_zero
+        self._encoding_table = None
+        self._table = None
+        if position_encoding != "learned":
+            self._encoding_table = sinusoidal_position_encoding(
+                max_length, d_model, layout=position_layout
+            )
+            # One backend tensor, made here where no function is being
+            # traced: every traced function (each `tf.function`, each
+            # signature and search loop of a SavedModel) that reads positions
+            # known only when it runs captures it, rather than embedding a
+            # copy of its own (2 MB at the default `max_length` and `d_model`
+            # 256). A SavedModel stores it once.
+            self._table = ops.convert_to_tensor(self._encoding_table)
 
     def build(self, input_shape=None):
         # With the sqrt(d_model) scale, N(0, 1/d_model) gives unit-variance
@@ -105,44 +119,22 @@ class PositionalEmbedding(keras.layers.Layer):
                 name="position_embedding",
             )
             self.position_embedding.build((None,))
-        else:
-            self._encoding_table = sinusoidal_position_encoding(
-                self.max_length, self.d_model, layout=self.position_layout
-            )
-        self._held_table = None
 
     @property
     def encoding_table(self):
         """The sinusoidal table, a float32 NumPy array `[max_length,
-        d_model]`; None for learned positions or before the layer is built."""
-        return getattr(self, "_encoding_table", None)
+        d_model]`; None for learned positions."""
+        return self._encoding_table
 
     def hold_position_table(self):
-        """Makes the sinusoidal table one backend tensor that every later
-        call reads.
-
-        Otherwise each traced graph function (each `tf.function`, each
-        signature and search loop of a SavedModel) that reads positions from
-        a position known only when it runs embeds its own copy of the table,
-        2 MB at the default `max_length` and `d_model` 256. After this call,
-        TensorFlow functions capture the one tensor, and a SavedModel stores
-        it once. Call it outside any traced function, once the layer is
-        built; the exports of `keras_transformer.export` do. Calling it
-        again keeps the tensor it made. Learned positions are variables
-        already: nothing to do.
-
-        Example:
-
-        >>> layer = PositionalEmbedding(vocab_size=100, d_model=16)
-        >>> layer.build()
-        >>> layer.hold_position_table()
-        >>> tuple(layer(np.array([[5, 6]]), start_index=3).shape)
-        (1, 2, 16)
-        """
-        if not self.built:
-            raise ValueError(f"Layer '{self.name}' must be built before its table is held.")
-        if self.position_encoding != "learned" and self._held_table is None:
-            self._held_table = ops.convert_to_tensor(self._encoding_table)
+        """Deprecated: the sinusoidal table is one tensor from the layer's
+        construction, shared by every function traced from it."""
+        warnings.warn(
+            "`PositionalEmbedding.hold_position_table()` is deprecated: the table "
+            "is held from the layer's construction",
+            DeprecationWarning,
+            stacklevel=2,
+        )
 
     @property
     def embeddings(self):
@@ -167,10 +159,8 @@ class PositionalEmbedding(keras.layers.Layer):
             # d_model] of the table, not all of it.
             rows = self._encoding_table[start_index:static_end]
             return ops.cast(ops.convert_to_tensor(rows), self.compute_dtype)
-        elif self._held_table is not None:
-            table = self._held_table
         else:
-            table = ops.convert_to_tensor(self._encoding_table)
+            table = self._table
         # A slice, not a gather: TensorFlow's slice fails for positions past
         # the table on every device, where a gather on a GPU returns zeros.
         start = ops.cast(start_index, "int32")

@@ -337,10 +337,22 @@ def test_the_translator_leaves_the_model_as_it_was(parts):
     model = _random_model(parts[0], 6)
     weights = [w.copy() for w in model.get_weights()]
     config = model.get_config()
+    model((np.array([[5, 6, END_ID]]), np.array([[START_ID, 7]])))  # Keras' first-call marks
+
+    # Every attribute of every layer still holds the object it held.
+    def attributes(layer):
+        return {
+            name: value if isinstance(value, (str, int, float, type(None))) else id(value)
+            for name, value in vars(layer).items()
+        }
+
+    before = {id(layer): attributes(layer) for layer in model._flatten_layers()}
     for jit_compile in (False, True):
         Translator(model, *parts[1:], jit_compile=jit_compile, max_output_length=8).translate(
             tf.constant(SOURCES[:2])
         )
     assert model.get_config() == config
+    for layer in model._flatten_layers():
+        assert attributes(layer) == before[id(layer)], layer.name
     for before, after in zip(weights, model.get_weights()):
         np.testing.assert_array_equal(before, after)

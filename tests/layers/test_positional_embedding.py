@@ -31,28 +31,23 @@ def test_halves_layout_adds_the_reordered_table(start_index):
     assert restored.position_layout == "halves"
 
 
-@pytest.mark.parametrize("start_index", [0, 3, "tensor"])
-def test_a_held_table_gives_the_same_encodings(start_index):
-    layer = PositionalEmbedding(20, 8, max_length=16)
-    ids = np.array([[3, 4, 5, 0], [7, 1, 0, 0]])
-    start = keras.ops.convert_to_tensor(2) if start_index == "tensor" else start_index
-    before = np.array(layer(ids, start_index=start))
-    np.testing.assert_allclose(layer.encoding_table, reference.position_encoding(16, 8), atol=1e-6)
-    layer.hold_position_table()
-    np.testing.assert_array_equal(np.array(layer(ids, start_index=start)), before)
-    held = layer._held_table
-    layer.hold_position_table()  # a second translator of the same model
-    assert layer._held_table is held
-
-
-def test_holding_needs_a_built_layer_and_ignores_learned_positions():
-    layer = PositionalEmbedding(20, 8, max_length=16)
-    with pytest.raises(ValueError, match="must be built"):
-        layer.hold_position_table()
+def test_the_table_is_there_from_construction_and_none_for_learned_positions():
+    layer = PositionalEmbedding(20, 8, max_length=16, position_layout="halves")
+    expected = reference.position_encoding(16, 8)[:, [0, 2, 4, 6, 1, 3, 5, 7]]
+    np.testing.assert_allclose(layer.encoding_table, expected, atol=1e-6)
     learned = PositionalEmbedding(20, 8, max_length=10, position_encoding="learned")
-    learned.build()
-    learned.hold_position_table()
     assert learned.encoding_table is None
+
+
+def test_holding_the_table_is_deprecated_and_changes_nothing():
+    layer = PositionalEmbedding(20, 8, max_length=16)
+    ids, start = np.array([[3, 4, 5, 0]]), keras.ops.convert_to_tensor(2)
+    before = np.array(layer(ids, start_index=start))
+    attributes = dict(vars(layer))
+    with pytest.warns(DeprecationWarning, match="hold_position_table"):
+        layer.hold_position_table()
+    assert vars(layer) == attributes
+    np.testing.assert_array_equal(np.array(layer(ids, start_index=start)), before)
 
 
 @pytest.mark.skipif(keras.config.backend() != "tensorflow", reason="TensorFlow graphs")
@@ -60,23 +55,22 @@ def test_traced_functions_capture_a_held_table_instead_of_copying_it():
     import tensorflow as tf
 
     layer = PositionalEmbedding(20, 8, max_length=64)
-    layer.build()
 
-    def full_tables(start_index):
+    def trace():
         # Positions known only at run time: the graph reads the whole table.
         fn = tf.function(lambda ids, start: layer(ids, start_index=start))
-        graph = fn.get_concrete_function(
+        return fn.get_concrete_function(
             tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32)
         ).graph
-        return [
-            op
-            for op in graph.get_operations()
-            if op.type == "Const" and op.outputs[0].shape == (64, 8)
-        ]
 
-    assert len(full_tables(0)) == 1  # a copy in every function
-    layer.hold_position_table()
-    assert full_tables(0) == []  # captured: one tensor for all
+    graphs = [trace(), trace()]
+    for graph in graphs:
+        tables = [
+            op for op in graph.get_operations() if op.outputs and op.outputs[0].shape == (64, 8)
+        ]
+        assert [op.type for op in tables] == ["Placeholder"]  # captured, not a constant
+    captured = [[id(tensor) for tensor, _ in graph.captures] for graph in graphs]
+    assert captured[0] == captured[1]  # the same tensor in both
 
 
 @pytest.mark.skipif(keras.config.backend() != "tensorflow", reason="TensorFlow graphs")
