@@ -23,8 +23,8 @@
 #   0.005 with inverse-sqrt decay after 2,000 warmup updates, 4,096-token
 #   batches, label smoothing 0.1, 8,000 updates, the average of the last
 #   10 epochs). In the hour its warmup is WARMUP (1,000) and the last
-#   AVERAGE (5) epochs are averaged. benchmarks/multi30k_jax.py runs it on
-#   a GPU under JAX.
+#   AVERAGE (5) epochs are averaged. On a GPU, `train --backend jax` runs
+#   it under JAX.
 # - RECIPE=transformer_tiny_prenorm (the full budget's default): the same
 #   with each layer norm before its sublayer (pre-norm), which keeps the
 #   encoder from collapsing at dropout 0.3 (RESULTS.md).

@@ -1,8 +1,8 @@
 """Length buckets of token-budget batching, for any input pipeline.
 
-TensorFlow-free, so that the tf.data pipeline (`data.pipeline`) and scripts
-that batch with NumPy under another backend (`benchmarks/multi30k_jax.py`)
-cut a corpus into the same buckets and batch shapes.
+TensorFlow-free, so that the tf.data pipeline (`data.pipeline`) and code
+that batches with NumPy under another backend cut a corpus into the same
+buckets and batch shapes.
 """
 
 from keras_transformer._validation import check_positive_int

@@ -9,8 +9,8 @@ def paper_adam(d_model, warmup_steps, lr_scale=1.0, peak_learning_rate=None):
     """Adam with beta_1 0.9, beta_2 0.98, epsilon 1e-9 under `WarmupSchedule`.
 
     The one place the training recipe's optimizer is defined: the trainer
-    (`training.recipe.compile_for_training`) and scripts that train without
-    TensorFlow (`benchmarks/multi30k_jax.py`) both take it from here.
+    (`training.recipe.compile_for_training`) and code that trains without
+    TensorFlow both take it from here.
 
     Args:
         d_model: model width (the schedule's `d_model`).

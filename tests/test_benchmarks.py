@@ -24,8 +24,7 @@ SCRIPTS = sorted(
 def test_the_benchmarks_are_the_products():
     assert SCRIPTS == [
         "corpus.py", "decode_floor.py", "decode_jax.py", "decode_latency.py", "decode_peers.py",
-        "jit_load.py",
-        "marian_peers.py", "multi30k_jax.py", "serve_load.py", "train_throughput.py",
+        "jit_load.py", "marian_peers.py", "serve_load.py", "train_throughput.py",
     ]  # fmt: skip
 
 

@@ -92,7 +92,7 @@ def frame_examples(dataset, source_tokenizer, target_tokenizer, max_length=128, 
     return framed.map(lambda s, t, long: (s, t[:-1], t[1:]))
 
 
-def batch_by_tokens(examples, batch_tokens=4096, max_length=128):
+def batch_by_tokens(examples, batch_tokens=4096, max_length=128, pad_to_edges=False):
     """Groups examples of similar length into batches of about `batch_tokens`.
 
     Args:
@@ -100,6 +100,10 @@ def batch_by_tokens(examples, batch_tokens=4096, max_length=128):
             `frame_examples` gives, none longer than `max_length`.
         batch_tokens: token budget of a batch (padded, on the longer side).
         max_length: longest sequence of `examples`.
+        pad_to_edges: pad every batch to its bucket's edge rather than to
+            its longest row, so that a compiled train step (XLA, JAX's
+            `jit`) sees a few shapes: two a bucket (full batches and the
+            epoch's last), not one for each length.
 
     Returns:
         A prefetched dataset of `((context [b, s], target_in [b, t]),
@@ -122,13 +126,26 @@ def batch_by_tokens(examples, batch_tokens=4096, max_length=128):
             f"({max_length}). Received: batch_tokens={batch_tokens!r}"
         )
     edges = buckets.bucket_edges(max_length + 1)
+    if pad_to_edges:
+        # No sequence is longer than `max_length`: the last bucket pads to it.
+        edges = [edge for edge in edges[:-1] if edge < max_length] + [max_length]
+    sizes = buckets.bucket_batch_sizes(edges, batch_tokens)
+    # Exclusive upper bounds: a bucket holds lengths up to its edge.
+    boundaries = [edge + 1 for edge in edges]
+    if not pad_to_edges:
+        # The last bucket needs no bound: its batches pad to their longest.
+        boundaries = boundaries[:-1]
+    else:
+        # tf.data pads a bucket to its bound less one, the edge; the bucket
+        # past the last bound stays empty.
+        sizes = [*sizes, sizes[-1]]
     batches = examples.bucket_by_sequence_length(
         element_length_func=lambda s, t_in, t_out: tf.maximum(tf.shape(s)[0], tf.shape(t_in)[0]),
-        # Exclusive upper bounds: a bucket holds lengths up to its edge.
-        bucket_boundaries=[edge + 1 for edge in edges[:-1]],
-        bucket_batch_sizes=buckets.bucket_batch_sizes(edges, batch_tokens),
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=sizes,
         padded_shapes=([None], [None], [None]),
         padding_values=(0, 0, 0),
+        pad_to_bucket_boundary=pad_to_edges,
     )
     batches = batches.map(lambda s, t_in, t_out: ((s, t_in), t_out))
     options = tf.data.Options()
@@ -150,6 +167,7 @@ def make_batches(
     cache=True,
     seed=None,
     repeat=False,
+    pad_to_edges=False,
 ):
     """Builds training batches `((context, target_in), target_out)`.
 
@@ -170,6 +188,7 @@ def make_batches(
         cache: cache the tokenized pairs in memory after the first epoch.
         seed: shuffle seed.
         repeat: repeat forever (then pass `steps_per_epoch` to `fit`).
+        pad_to_edges: pad batches to their bucket's edge (`batch_by_tokens`).
 
     Returns:
         A `tf.data.Dataset` of `((context [b, s], target_in [b, t]),
@@ -187,4 +206,4 @@ def make_batches(
         examples = examples.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         examples = examples.repeat()
-    return batch_by_tokens(examples, batch_tokens, max_length)
+    return batch_by_tokens(examples, batch_tokens, max_length, pad_to_edges)

@@ -75,13 +75,14 @@ class PreparedData:
         examples = examples.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
         return examples.repeat() if repeat else examples
 
-    def train_batches(self, batch_tokens, seed=None, repeat=False):
-        """`train_examples` in token-budget batches, as `fit` takes them."""
+    def train_batches(self, batch_tokens, seed=None, repeat=False, pad_to_edges=False):
+        """`train_examples` in token-budget batches, as `fit` takes them
+        (padded to their bucket's edge with `pad_to_edges`)."""
         return pipeline.batch_by_tokens(
-            self.train_examples(seed, repeat), batch_tokens, self.config.max_length
+            self.train_examples(seed, repeat), batch_tokens, self.config.max_length, pad_to_edges
         )
 
-    def valid_batches(self, batch_tokens):
+    def valid_batches(self, batch_tokens, pad_to_edges=False):
         """Validation batches in corpus order, or None without validation data."""
         if self.valid_pairs is None:
             return None
@@ -93,6 +94,7 @@ class PreparedData:
             max_length=self.config.max_length,
             policy=self.config.length_policy,
             shuffle=False,
+            pad_to_edges=pad_to_edges,
         )
 
     def stats(self):

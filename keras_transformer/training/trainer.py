@@ -74,10 +74,15 @@ def build_model(config, source_vocab, target_vocab, strategy=None):
         lr_scale=config.lr_scale,
         peak_learning_rate=config.peak_learning_rate,
         label_smoothing=config.label_smoothing,
-        # JAX without jit runs op by op, orders of magnitude slower.
-        jit_compile=config.jit_compile or keras.backend.backend() == "jax",
+        jit_compile=_compiled(config),
         strategy=strategy,
     )
+
+
+def _compiled(config):
+    """Whether the train step is compiled: asked for, or under JAX (whose
+    step without `jit` runs op by op, orders of magnitude slower)."""
+    return config.jit_compile or keras.backend.backend() == "jax"
 
 
 def _initial_model(config, source_vocab, target_vocab):
@@ -161,10 +166,15 @@ def train(config, log=print):
         _start_from(config, run, log)
 
     data = preparation.prepare_data(config, run, log, save=is_chief)
+    # A compiled step compiles a program for each shape it is given.
+    compiled = _compiled(config)
     train_batches = data.train_batches(
-        config.batch_tokens, seed=config.seed, repeat=config.steps_per_epoch is not None
+        config.batch_tokens,
+        seed=config.seed,
+        repeat=config.steps_per_epoch is not None,
+        pad_to_edges=compiled,
     )
-    valid_batches = data.valid_batches(config.batch_tokens)
+    valid_batches = data.valid_batches(config.batch_tokens, pad_to_edges=compiled)
 
     with strategy.scope():
         model = build_model(

@@ -99,19 +99,30 @@ def test_invalid_arguments(setup):
         tokenize_pairs(dataset, src, tgt, 32, policy="wrap")
 
 
+@pytest.mark.parametrize("pad_to_edges", [False, True])
 @pytest.mark.parametrize("budget", [64, 300, 1000])
-def test_batch_by_tokens_keeps_every_example_within_budget(setup, budget):
+def test_batch_by_tokens_keeps_every_example_within_budget(setup, budget, pad_to_edges):
+    from keras_transformer.buckets import bucket_edges
     from keras_transformer.data.pipeline import batch_by_tokens, frame_examples
 
     _, src, tgt, dataset = setup
     examples = frame_examples(dataset, src, tgt, max_length=64)
-    expected = sorted(tuple(s.numpy()) for s, _, _ in examples)
-    seen = []
-    for (context, target_in), target_out in batch_by_tokens(examples, budget, 64):
+    expected = sorted((tuple(s.numpy()), tuple(t.numpy())) for s, t, _ in examples)
+    seen, shapes = [], {}
+    for (context, target_in), target_out in batch_by_tokens(examples, budget, 64, pad_to_edges):
         assert context.shape[0] * max(context.shape[1], target_in.shape[1]) <= budget
         assert target_in.shape == target_out.shape
-        seen += [tuple(row[row != 0]) for row in context.numpy()]
+        seen += [
+            (tuple(s[s != 0]), tuple(t[t != 0])) for s, t in zip(context.numpy(), target_in.numpy())
+        ]
+        shapes.setdefault(context.shape[1], set()).add((*context.shape, *target_in.shape))
     assert sorted(seen) == expected
+    if pad_to_edges:
+        # Both sides padded to an edge; full batches and one last batch a bucket.
+        assert set(shapes) <= {*bucket_edges(65)[:-1], 64}
+        for edge, bucket in shapes.items():
+            assert {(s[1], s[3]) for s in bucket} == {(edge, edge)}
+            assert len(bucket) <= 2
 
 
 def test_batch_by_tokens_refuses_a_budget_below_max_length(setup):
