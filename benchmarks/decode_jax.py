@@ -21,23 +21,9 @@ import time
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
-LAYERS, D_MODEL, HEADS, DFF, VOCAB = 3, 256, 4, 1024, 8000
-SOURCE_LENGTH, GENERATED, BEAMS = 24, 32, 4
+from small_model import GENERATED, SOURCE_LENGTH, VOCAB, random_small_model  # noqa: E402
 
-
-def _model():
-    import keras
-
-    from keras_transformer.data.tokenizer import END_ID
-    from keras_transformer.models import Transformer
-
-    keras.utils.set_random_seed(0)
-    model = Transformer(LAYERS, D_MODEL, HEADS, DFF, VOCAB, VOCAB)
-    model.build(((None, None), (None, None)))
-    kernel, bias = model.output_projection.get_weights()
-    bias[END_ID] = -1e9
-    model.output_projection.set_weights([kernel, bias])
-    return model
+BEAMS = 4
 
 
 def _searches(model):
@@ -45,7 +31,7 @@ def _searches(model):
     import jax
     import jax.numpy as jnp
 
-    from keras_transformer.data.tokenizer import START_ID
+    from keras_transformer.special_ids import START_ID
 
     def prepare(source_ids, beams):
         state = model.init_decoding_state(source_ids, GENERATED)
@@ -104,7 +90,7 @@ def main():
     import jax
     import numpy as np
 
-    model = _model()
+    model = random_small_model()
     rng = np.random.default_rng(0)
     results = {}
     for name, search in _searches(model).items():

@@ -59,9 +59,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-LAYERS, D_MODEL, HEADS, DFF, VOCAB = 3, 256, 4, 1024, 8000
-SOURCE_LENGTH, GENERATED = 24, 32
+from small_model import (  # noqa: E402
+    D_MODEL,
+    DFF,
+    GENERATED,
+    HEADS,
+    LAYERS,
+    SOURCE_LENGTH,
+    VOCAB,
+    random_small_model,
+)
 
 
 def _timed(fn, repeats):
@@ -88,21 +95,6 @@ def _tokenizers(data_dir):
     source = SubwordTokenizer.train(_read_lines(os.path.join(data_dir, "train.en.gz")), VOCAB)
     target = SubwordTokenizer.train(_read_lines(os.path.join(data_dir, "train.de.gz")), VOCAB)
     return source, target
-
-
-def random_small_model(source_vocab_size=VOCAB, target_vocab_size=VOCAB):
-    """The `small`-sized model, random weights (seed 0), with the end token
-    disabled: every request generates as many tokens as it may."""
-    from keras_transformer.data.tokenizer import END_ID
-    from keras_transformer.models import Transformer
-
-    keras.utils.set_random_seed(0)
-    model = Transformer(LAYERS, D_MODEL, HEADS, DFF, source_vocab_size, target_vocab_size)
-    model.build(((None, None), (None, None)))
-    kernel, bias = model.output_projection.get_weights()
-    bias[END_ID] = -1e9
-    model.output_projection.set_weights([kernel, bias])
-    return model
 
 
 def small_model(data_dir):

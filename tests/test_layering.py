@@ -23,6 +23,7 @@ PLACES = {
     "_native_logs": 0,
     "_config_docs": 0,
     "buckets": 0,
+    "special_ids": 0,
     "layers": 1,
     "models": 2,
     # What training uses and any Keras user may: on every backend.

@@ -16,8 +16,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_transformer.data import tf_text_adapter
-
-PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
+from keras_transformer.special_ids import END_ID, PAD_ID, START_ID, UNK_ID  # noqa: F401 (theirs)
 
 
 def before_end(ids):
