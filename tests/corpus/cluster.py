@@ -22,11 +22,38 @@ def _ray(*args, timeout=120):
                           capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 
+def _stop(temp, address, grace=10):
+    """Stops this cluster's processes, not the machine's other Ray
+    clusters (as `ray stop --force` would): those whose command line names
+    its temporary folder or its head's address, with their descendants
+    (Ray's agents and workers rename themselves); SIGTERM, then SIGKILL
+    for those still there after `grace` seconds."""
+    import psutil
+
+    needles = (temp, f"--address={address}", f"--gcs-address={address}")
+    found = {}
+    for process in psutil.process_iter(["cmdline"]):
+        line = " ".join(process.info["cmdline"] or ())
+        if any(needle in line for needle in needles):
+            found[process.pid] = process
+            with contextlib.suppress(psutil.Error):
+                found.update((child.pid, child) for child in process.children(recursive=True))
+    found.pop(os.getpid(), None)
+    for process in found.values():
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _, alive = psutil.wait_procs(list(found.values()), timeout=grace)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=grace)
+
+
 @contextlib.contextmanager
 def loopback_cluster(nodes=2, cpus=1):
     """Starts a head node at 127.0.0.2 and `nodes - 1` more at 127.0.0.3,
-    ..., each of `cpus` CPUs; yields the head's `HOST:PORT`; stops every
-    Ray process of this machine on leaving, whatever happened."""
+    ..., each of `cpus` CPUs; yields the head's `HOST:PORT`; stops the
+    cluster's processes on leaving, whatever happened (`_stop`)."""
     port = free_port()  # above Ray's worker port range (10002-19999)
     # Ray's sockets live under its temporary folder, and a socket's path
     # holds at most 107 bytes: a pytest folder is too deep for it.
@@ -44,5 +71,5 @@ def loopback_cluster(nodes=2, cpus=1):
                 raise RuntimeError(f"ray start (node {node + 1}) failed: {joined.stderr[-2000:]}")
         yield f"127.0.0.2:{port}"
     finally:
-        _ray("stop", "--force")
+        _stop(temp, f"127.0.0.2:{port}")
         shutil.rmtree(temp, ignore_errors=True)
