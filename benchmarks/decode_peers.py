@@ -140,10 +140,12 @@ class Worker:
     demand: engines take turns, so that a slow minute of the machine falls
     on all of them, not on whichever ran then."""
 
-    def __init__(self, engine, path, sentences, threads):
+    def __init__(self, engine, path, sentences, threads, script=_WORKER, extra=()):
+        # `script`: the child's code (another benchmark's own `serve`),
+        # given the engine, path, sentences, threads and the `extra` arguments.
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _WORKER, json.dumps([HERE, os.path.dirname(HERE)]), engine,
-             path, json.dumps(sentences), str(threads)],
+            [sys.executable, "-c", script, json.dumps([HERE, os.path.dirname(HERE)]), engine,
+             path, json.dumps(sentences), str(threads), *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         self._read("READY")

@@ -219,14 +219,7 @@ marian_peers.serve(sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), int(sys.ar
 def _worker(engine, path, sentences, threads, tokens):
     from decode_peers import Worker
 
-    worker = Worker.__new__(Worker)
-    worker.process = subprocess.Popen(
-        [sys.executable, "-c", _WORKER, json.dumps([HERE, os.path.dirname(HERE)]), engine, path,
-         json.dumps(sentences), str(threads), str(tokens)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    worker._read("READY")
-    return worker
+    return Worker(engine, path, sentences, threads, script=_WORKER, extra=(str(tokens),))
 
 
 def measure(paths, sentences, threads, repeats, tokens):
