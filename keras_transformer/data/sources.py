@@ -20,6 +20,7 @@ __all__ = [
     "CorpusNotFoundError",
     "CorpusStats",
     "default_validation_spec",
+    "iter_lines",
     "load_dataset",
     "parse_spec",
     "read_lines",
@@ -44,43 +45,61 @@ class CorpusNotFoundError(CorpusError, FileNotFoundError):
     """A corpus file does not exist."""
 
 
-def read_lines(path):
-    """The lines of a plain or gzipped (`.gz`) UTF-8 text file.
+def iter_lines(path):
+    """The lines of a plain or gzipped (`.gz`) UTF-8 text file, one at a
+    time: a file of any size is read in constant memory.
+
+    A line ends at `"\n"` only (a `"\r"` before it, of Windows files, is
+    dropped), so that line `i` is what `sed -n` and `wc -l` count as line
+    `i + 1`, and a line separator inside a sentence (U+2028, a form feed,
+    which `str.splitlines` would split at) stays in its sentence: a line
+    and its line-aligned translation keep the same number.
 
     Raises:
         CorpusError: one line naming the file and what is wrong with it:
             missing, a directory, unreadable, a truncated or corrupt gzip,
-            text that is not UTF-8 (with the line), or empty.
+            text that is not UTF-8 (with the line), or empty. Raised when
+            the iteration reaches it: after the lines before it.
     """
     if not os.path.exists(path):
         raise CorpusNotFoundError(f"{path}: corpus file not found")
     if os.path.isdir(path):
         raise CorpusError(f"{path}: is a directory, not a corpus file")
+    opener = gzip.open if path.endswith(".gz") else open
+    blank, offset = True, 0
     try:
-        if path.endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                data = f.read()
-        else:
-            with open(path, "rb") as f:
-                data = f.read()
+        with opener(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise CorpusError(
+                        f"{path}: line {number} is not UTF-8 (byte {raw[error.start]:#04x} "
+                        f"at offset {offset + error.start})"
+                    ) from None
+                offset += len(raw)
+                line = line.removesuffix("\n").removesuffix("\r")
+                blank = blank and not line.strip()
+                yield line
     except EOFError:
         raise CorpusError(f"{path}: the gzip file is truncated") from None
     except (gzip.BadGzipFile, zlib.error) as error:
         raise CorpusError(f"{path}: not a valid gzip file ({error})") from None
     except OSError as error:
         raise CorpusError(f"{path}: cannot be read ({error.strerror or error})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise CorpusError(
-            f"{path}: line {line} is not UTF-8 (byte {data[error.start]:#04x} at offset "
-            f"{error.start})"
-        ) from None
-    lines = text.splitlines()
-    if not any(line.strip() for line in lines):
+    if blank:
         raise CorpusError(f"{path}: the file is empty")
-    return lines
+
+
+def read_lines(path):
+    """The lines of a plain or gzipped (`.gz`) UTF-8 text file, as a list
+    (`iter_lines`: lines end at `"\n"`).
+
+    Raises:
+        CorpusError: one line naming the file and what is wrong with it
+            (see `iter_lines`).
+    """
+    return list(iter_lines(path))
 
 
 def read_parallel_files(source_path, target_path):

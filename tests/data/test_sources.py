@@ -32,6 +32,19 @@ def test_mismatched_line_counts_name_both_files(tmp_path):
         sources.load_dataset(f"parallel:{src},{tgt}")
 
 
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_lines_end_at_newlines_only_and_stream(tmp_path, ending):
+    # Unicode's other line boundaries stay in their sentence: a parallel
+    # corpus keeps its alignment whatever a sentence holds.
+    lines = ["one\u2028two", "form\x0cfeed", "", "next\x85line", "last"]
+    path = tmp_path / "a.en"
+    path.write_bytes(ending.join(lines).encode("utf-8"))
+    assert sources.read_lines(str(path)) == lines
+    read = sources.iter_lines(str(path))
+    assert next(read) == lines[0]  # a generator: the rest is not read yet
+    assert list(read) == lines[1:]
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.en"):
         sources.read_parallel_files(str(tmp_path / "nope.en"), str(tmp_path / "nope.de"))
