@@ -13,6 +13,8 @@ __getattr__, __dir__, __all__ = _lazy.attach(
     {
         "CorpusModel": "model",
         "CorpusOptions": "options",
+        "count_records": "records",
+        "iter_records": "records",
         "ray_dataset": "job",
         "read_records": "records",
         "read_shards": "records",

@@ -1,16 +1,23 @@
 """`keras-transformer corpus`: translate, n-best or score a corpus on an engine.
 
-Every engine reads the same records (`records.read_records`), runs the
-same `CorpusModel` on batches of them, and writes the same shards
-(`records.ShardWriter`); only where the batches run differs:
+Every engine reads the same records (`records.iter_records`, checked
+whole by `count_records` before any work), runs the same `CorpusModel` on
+batches of them, and writes the same shards (`records.ShardWriter`); only
+where the batches run differs:
 
-- `local`: this process, one model;
+- `local`: this process, one model, reading the corpus as it goes: it
+  holds one window of `WINDOW` batches at a time, so a corpus of any size
+  runs in constant memory;
 - `ray`: Ray Data, `map_batches` over an actor pool of `--workers` model
   holders (one model loaded per actor), on the cluster of `--ray-address`.
   An actor that dies is restarted and its batch run again (Ray's task
   retries); the shards are written by the driver, whole or not at all.
 - `beam`: Apache Beam's `RunInference` with a `ModelHandler` of our own
   (`corpus.beam`), on the runner its pipeline options name.
+
+Ray and Beam take the records from this process (as Ray's `from_items`
+and Beam's `Create` do) and hand the results back to it, which writes
+them in input order: their corpus is held in this process's memory.
 
 Example (`--engine local`):
 
@@ -25,45 +32,61 @@ Example (`--engine local`):
 """
 
 import collections
+import itertools
 
 from keras_transformer.corpus.model import CorpusModel, length_sorted_batches
-from keras_transformer.corpus.records import ShardWriter, read_records, read_shards
+from keras_transformer.corpus.records import (
+    ShardWriter,
+    count_records,
+    iter_records,
+    read_records,
+    read_shards,
+)
 
 __all__ = ["ray_dataset", "read_shards", "run_corpus"]
+
+# The local engine's window, in batches: sorted by length within it (few
+# padded tokens), written in input order once answered.
+WINDOW = 8
 
 
 def run_corpus(options):
     """Runs the job of `options` (`CorpusOptions`); returns a summary:
     `{"records": n, "shards": [paths], "rows_by_worker": {worker: rows}}`."""
-    records = read_records(options.input, options.target)
+    total = count_records(options.input, options.target)  # bad input fails before any work
     run = {"local": _run_local, "ray": _run_ray, "beam": _run_beam}[options.engine]
     with ShardWriter(options.output, options.shards) as writer:
-        rows_by_worker = run(records, options, writer)
-        if writer.count != len(records):  # every line exactly once, or no output
-            raise RuntimeError(f"The job answered {writer.count} of {len(records)} records")
+        rows_by_worker = run(options, writer)
+        if writer.count != total:  # every line exactly once, or no output
+            raise RuntimeError(f"The job answered {writer.count} of {total} records")
         paths = writer.close()
-    return {"records": len(records), "shards": paths, "rows_by_worker": rows_by_worker}
+    return {"records": total, "shards": paths, "rows_by_worker": rows_by_worker}
 
 
-def _run_beam(records, options, writer):
+def _run_beam(options, writer):
     from keras_transformer.corpus.beam import run_beam
 
-    return run_beam(records, options, writer)
+    return run_beam(read_records(options.input, options.target), options, writer)
 
 
-def _run_local(records, options, writer):
+def _run_local(options, writer):
     model = CorpusModel(options.model, options.task, options.signature, options.version,
                         options.threads)  # fmt: skip
+    records = iter_records(options.input, options.target)
+    size = options.max_batch_size * WINDOW
+    count = 0
     try:
-        answered = [None] * len(records)
-        for batch in length_sorted_batches(records, options.max_batch_size):
-            for (index, _), result in zip(batch, model.run([r for _, r in batch])):
-                answered[index] = result
-        for result in answered:
-            writer.write(result)
+        while window := list(itertools.islice(records, size)):
+            answered = [None] * len(window)
+            for batch in length_sorted_batches(window, options.max_batch_size, WINDOW):
+                for (index, _), result in zip(batch, model.run([r for _, r in batch])):
+                    answered[index] = result
+            for result in answered:
+                writer.write(result)
+            count += len(window)
     finally:
         model.close()
-    return {"local": len(records)}
+    return {"local": count}
 
 
 class _ModelHolder:
@@ -120,9 +143,10 @@ def ray_dataset(records, options):
     )
 
 
-def _run_ray(records, options, writer):
+def _run_ray(options, writer):
     import ray
 
+    records = read_records(options.input, options.target)
     started = not ray.is_initialized()
     if started:
         ray.init(address=options.ray_address, include_dashboard=False,

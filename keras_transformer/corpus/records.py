@@ -8,11 +8,12 @@ partial shard.
 """
 
 import glob
+import itertools
 import json
 import os
 import uuid
 
-from keras_transformer.data.sources import read_lines
+from keras_transformer.data.sources import iter_lines
 
 
 def _files(pattern, flag):
@@ -22,22 +23,7 @@ def _files(pattern, flag):
     return files
 
 
-def read_records(input_glob, target_glob=None):
-    """The records of the files `input_glob` matches, in order.
-
-    Args:
-        input_glob: source files, one sentence a line (plain or `.gz`, UTF-8).
-        target_glob: for scoring, their line-aligned translations: the
-            files it matches are paired with the inputs' in sorted order.
-
-    Returns:
-        A list of `{"file", "line", "source"[, "target"]}` dicts.
-
-    Raises:
-        ValueError: a glob matching nothing, a file that is not UTF-8 text
-            (naming it and the line), or targets that do not pair with the
-            inputs (naming the files and both counts).
-    """
+def _paired_files(input_glob, target_glob):
     inputs = _files(input_glob, "--input")
     targets = _files(target_glob, "--target") if target_glob is not None else None
     if targets is not None and len(targets) != len(inputs):
@@ -45,23 +31,69 @@ def read_records(input_glob, target_glob=None):
             f"--target matches {len(targets)} files and --input {len(inputs)}; "
             "they pair in sorted order"
         )
-    records = []
+    return inputs, targets
+
+
+def iter_records(input_glob, target_glob=None):
+    """The records of the files `input_glob` matches, in order, one at a
+    time: a corpus of any size is read in constant memory.
+
+    Args:
+        input_glob: source files, one sentence a line (plain or `.gz`,
+            UTF-8; a line ends at `"\n"`, see `data.sources.iter_lines`).
+        target_glob: for scoring, their line-aligned translations: the
+            files it matches are paired with the inputs' in sorted order.
+
+    Yields:
+        `{"file", "line", "source"[, "target"]}` dicts.
+
+    Raises:
+        ValueError: a glob matching nothing, a file that is not UTF-8 text
+            (naming it and the line), or targets that do not pair with the
+            inputs (naming the files and both counts), when the iteration
+            reaches it (`count_records` checks a corpus whole first).
+    """
+    inputs, targets = _paired_files(input_glob, target_glob)
     for i, path in enumerate(inputs):
-        lines = read_lines(path)
-        paired = None
-        if targets is not None:
-            paired = read_lines(targets[i])
-            if len(paired) != len(lines):
+        if targets is None:
+            for number, line in enumerate(iter_lines(path)):
+                yield {"file": path, "line": number, "source": line}
+            continue
+        sources, paired = iter_lines(path), iter_lines(targets[i])
+        for number, (line, target) in enumerate(
+            itertools.zip_longest(sources, paired, fillvalue=_MISSING)
+        ):
+            if line is _MISSING or target is _MISSING:
+                # One file ended at `number`; the other's count is its rest.
+                longer = number + 1 + sum(1 for _ in (paired if line is _MISSING else sources))
+                counts = (number, longer) if line is _MISSING else (longer, number)
                 raise ValueError(
-                    f"{targets[i]} has {len(paired)} lines and {path} {len(lines)}: "
+                    f"{targets[i]} has {counts[1]} lines and {path} {counts[0]}: "
                     "a target file must have a line per input line"
                 )
-        for number, line in enumerate(lines):
-            record = {"file": path, "line": number, "source": line}
-            if paired is not None:
-                record["target"] = paired[number]
-            records.append(record)
-    return records
+            yield {"file": path, "line": number, "source": line, "target": target}
+
+
+_MISSING = object()
+
+
+def count_records(input_glob, target_glob=None):
+    """The number of records of the corpus, read whole once in constant
+    memory: every error `iter_records` would raise is raised here, before
+    any work on the corpus."""
+    return sum(1 for _ in iter_records(input_glob, target_glob))
+
+
+def read_records(input_glob, target_glob=None):
+    """The records of `iter_records`, as a list.
+
+    Returns:
+        A list of `{"file", "line", "source"[, "target"]}` dicts.
+
+    Raises:
+        ValueError: as `iter_records`.
+    """
+    return list(iter_records(input_glob, target_glob))
 
 
 def shard_paths(prefix, shards):

@@ -77,3 +77,32 @@ def test_a_bad_job_is_one_line(export_base, corpus, capsys, flags, message):
     assert message in error[-1] and error[-1].startswith("keras-transformer corpus: error:")
     assert not any("Traceback" in line for line in error)
     assert not list(corpus.glob("bad*"))  # nothing written
+
+
+def test_the_local_engine_reads_the_corpus_as_it_goes(export_base, tmp_path, monkeypatch):
+    from keras_transformer.corpus import job
+
+    lines = [f"{s} ({i})" if s else "" for i in range(4) for s in SOURCES]  # 20 lines
+    (tmp_path / "in.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setattr(job, "WINDOW", 2)  # windows of 6 lines: 4 of them
+    monkeypatch.setattr(job, "read_records", None)  # never the whole corpus at once
+    run_corpus(CorpusOptions(model=export_base, input=str(tmp_path / "in.en"),
+                             output=str(tmp_path / "out"), max_batch_size=3, shards=2))  # fmt: skip
+    records = read_shards(str(tmp_path / "out"))
+    assert [r["line"] for r in records] == list(range(len(lines)))
+    assert [r["translation"] for r in records] == translate_with_savedmodel(export_base, lines)
+
+
+def test_a_bad_line_anywhere_fails_the_job_before_any_work(tmp_path, monkeypatch):
+    from keras_transformer.corpus import job
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(job, "CorpusModel", loaded)
+    (tmp_path / "a.en").write_text("fine\n" * 50, encoding="utf-8")
+    (tmp_path / "b.en").write_bytes(b"fine\n" * 50 + b"Gr\xfc\xdfe\n")
+    with pytest.raises(ValueError, match=r"b\.en: line 51 is not UTF-8"):
+        run_corpus(CorpusOptions(model="unused", input=str(tmp_path / "*.en"),
+                                 output=str(tmp_path / "out")))  # fmt: skip
+    assert not list(tmp_path.glob("out*"))

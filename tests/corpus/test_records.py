@@ -6,7 +6,13 @@ import os
 
 import pytest
 
-from keras_transformer.corpus.records import ShardWriter, read_records, read_shards
+from keras_transformer.corpus.records import (
+    ShardWriter,
+    count_records,
+    iter_records,
+    read_records,
+    read_shards,
+)
 
 
 def _write(path, text, gz=False):
@@ -41,6 +47,7 @@ def test_targets_pair_with_the_inputs_in_sorted_order(tmp_path):
         ({}, None, "--input '.*nothing-\\*' matches no file"),
         ({"a.en": "x\n"}, "*.de", "--target '.*' matches no file"),
         ({"a.en": "x\ny\n", "a.de": "x\n"}, "*.de", "a.de has 1 lines and .*a.en 2"),
+        ({"a.en": "x\n", "a.de": "x\ny\nz\n"}, "*.de", "a.de has 3 lines and .*a.en 1"),
         ({"a.en": "x\n", "b.en": "y\n", "a.de": "x\n"}, "*.de", "matches 1 files and --input 2"),
         ({"a.en": b"ok\n\xff\xfe bad\n"}, None, "a.en: line 2 is not UTF-8"),
     ],
@@ -49,8 +56,24 @@ def test_bad_input_is_named_in_one_line(tmp_path, files, target, match):
     for name, text in files.items():
         _write(tmp_path / name, text)
     pattern = str(tmp_path / ("*.en" if files else "nothing-*"))
-    with pytest.raises(ValueError, match=match):
-        read_records(pattern, None if target is None else str(tmp_path / target))
+    target = None if target is None else str(tmp_path / target)
+    for read in (read_records, count_records, lambda *globs: list(iter_records(*globs))):
+        with pytest.raises(ValueError, match=match):
+            read(pattern, target)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_line_ends_at_a_newline_only(tmp_path, gz):
+    # What `sed -n` numbers: CRLF endings dropped; separators that
+    # str.splitlines would split at stay inside their sentence.
+    inside = ["a\u2028b", "form\x0cfeed", "next\x85line", "group\x1dsep", "car\rriage"]
+    suffix = ".gz" if gz else ""
+    source = _write(tmp_path / f"in.en{suffix}", "\r\n".join(inside) + "\r\n", gz=gz)
+    target = _write(tmp_path / f"in.de{suffix}", "\n".join(f"t{i}" for i in range(5)), gz=gz)
+    records = read_records(source, target)
+    assert [r["source"] for r in records] == inside
+    assert [r["target"] for r in records] == [f"t{i}" for i in range(5)]
+    assert count_records(source) == len(inside)
 
 
 def test_shards_appear_whole_or_not_at_all(tmp_path):
