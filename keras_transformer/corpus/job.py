@@ -1,7 +1,7 @@
 """`keras-transformer corpus`: translate, n-best or score a corpus on an engine.
 
-Every engine reads the same records (`records.iter_records`, checked
-whole by `count_records` before any work), runs the same `CorpusModel` on
+Every engine reads the same records (`records.iter_records`), checked
+whole before any work, runs the same `CorpusModel` on
 batches of them, and writes the same shards (`records.ShardWriter`); only
 where the batches run differs:
 
@@ -53,23 +53,30 @@ WINDOW = 8
 def run_corpus(options):
     """Runs the job of `options` (`CorpusOptions`); returns a summary:
     `{"records": n, "shards": [paths], "rows_by_worker": {worker: rows}}`."""
-    total = count_records(options.input, options.target)  # bad input fails before any work
+    # Bad input fails before any work: the local engine streams the corpus,
+    # so it is checked whole first; Ray and Beam take it whole from here.
+    records = None
+    if options.engine == "local":
+        total = count_records(options.input, options.target)
+    else:
+        records = read_records(options.input, options.target)
+        total = len(records)
     run = {"local": _run_local, "ray": _run_ray, "beam": _run_beam}[options.engine]
     with ShardWriter(options.output, options.shards) as writer:
-        rows_by_worker = run(options, writer)
+        rows_by_worker = run(records, options, writer)
         if writer.count != total:  # every line exactly once, or no output
             raise RuntimeError(f"The job answered {writer.count} of {total} records")
         paths = writer.close()
     return {"records": total, "shards": paths, "rows_by_worker": rows_by_worker}
 
 
-def _run_beam(options, writer):
+def _run_beam(records, options, writer):
     from keras_transformer.corpus.beam import run_beam
 
-    return run_beam(read_records(options.input, options.target), options, writer)
+    return run_beam(records, options, writer)
 
 
-def _run_local(options, writer):
+def _run_local(_, options, writer):
     model = CorpusModel(options.model, options.task, options.signature, options.version,
                         options.threads)  # fmt: skip
     records = iter_records(options.input, options.target)
@@ -143,10 +150,9 @@ def ray_dataset(records, options):
     )
 
 
-def _run_ray(options, writer):
+def _run_ray(records, options, writer):
     import ray
 
-    records = read_records(options.input, options.target)
     started = not ray.is_initialized()
     if started:
         ray.init(address=options.ray_address, include_dashboard=False,
