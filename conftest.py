@@ -10,6 +10,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from tests.built_once import built_once  # noqa: E402
+
 # Seeded once: `tf.random.set_seed` clears TensorFlow's eager kernel cache,
 # which frees tokenizer resources that module-scoped fixtures already made.
 keras.utils.set_random_seed(1234)
@@ -39,34 +41,13 @@ def rng():
     return np.random.default_rng(0)
 
 
-def _built_once(tmp_path_factory, name, build):
-    """A folder that `build(path)` fills once for the whole run: with
-    pytest-xdist, the first worker builds it and the others wait for it
-    and read it (read-only fixtures only: the workers share it)."""
-    import filelock
-
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the workers' base folders share this parent
-    path, done = root / name, root / f"{name}.done"
-    with filelock.FileLock(str(root / f"{name}.lock")):
-        if not done.exists():
-            import shutil
-
-            shutil.rmtree(path, ignore_errors=True)
-            path.mkdir()
-            build(str(path))
-            done.touch()
-    return str(path)
-
-
 @pytest.fixture(scope="session")
 def synthetic_tfds(tmp_path_factory):
     """A TFDS data directory with the synthetic corpus built, for tests that
     only read it (building it takes ~25 s; tests/data builds its own)."""
     from keras_transformer.data import sources
 
-    return _built_once(
+    return built_once(
         tmp_path_factory, "tfds", lambda path: sources.load_dataset("synthetic", "train", path)
     )
 
@@ -78,7 +59,7 @@ def trained_run(tmp_path_factory, synthetic_tfds):
     Good enough to translate (not well): the tests compare routes, not
     quality.
     """
-    root = _built_once(tmp_path_factory, "trained", lambda path: _train(path, synthetic_tfds))
+    root = built_once(tmp_path_factory, "trained", lambda path: _train(path, synthetic_tfds))
     return {"run": os.path.join(root, "run"), "tfds": synthetic_tfds}
 
 
@@ -154,15 +135,16 @@ def parallel_files(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def export_base(trained_run, tmp_path_factory):
-    """The trained run exported once as version 1 of a model base path."""
+    """The trained run exported once for the whole run as version 1 of a
+    model base path (read only: a test that adds versions copies it)."""
     from keras_transformer.export import export_run
     from tests.export.exported import BEAM_SIZE, MAX_LENGTH, SAMPLING
 
-    base = str(tmp_path_factory.mktemp("exports") / "translator")
-    export_run(
-        trained_run["run"], base, max_output_length=MAX_LENGTH, beam_size=BEAM_SIZE, **SAMPLING
-    )
-    return base
+    def build(path):
+        export_run(trained_run["run"], os.path.join(path, "translator"),
+                   max_output_length=MAX_LENGTH, beam_size=BEAM_SIZE, **SAMPLING)  # fmt: skip
+
+    return os.path.join(built_once(tmp_path_factory, "exports", build), "translator")
 
 
 # Names the docstring examples may use without defining them: the

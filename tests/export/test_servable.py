@@ -21,15 +21,16 @@ SENTENCES = [
 ]
 
 
-def test_versions_are_numbered_and_never_overwritten(trained_model, export_base):
-    assert versions(export_base) == [1]
+def test_versions_are_numbered_and_never_overwritten(trained_model, export_base, tmp_path):
+    base = str(tmp_path / "translator")  # the shared base stays as it is
+    shutil.copytree(os.path.join(export_base, "1"), os.path.join(base, "1"))
+    assert versions(base) == [1]
     model, src, tgt = trained_model
-    path = export_version(model, src, tgt, export_base, max_output_length=MAX_LENGTH, check=False)
-    assert path.endswith(os.sep + "2") and versions(export_base) == [1, 2]
+    path = export_version(model, src, tgt, base, max_output_length=MAX_LENGTH, check=False)
+    assert path.endswith(os.sep + "2") and versions(base) == [1, 2]
     with pytest.raises(FileExistsError, match="never overwritten"):
-        export_version(model, src, tgt, export_base, version=1, max_output_length=MAX_LENGTH)
-    assert not [d for d in os.listdir(export_base) if d.startswith(".staging")]
-    shutil.rmtree(path)
+        export_version(model, src, tgt, base, version=1, max_output_length=MAX_LENGTH)
+    assert not [d for d in os.listdir(base) if d.startswith(".staging")]
 
 
 def test_the_position_tables_are_stored_once(trained_model, export_base):

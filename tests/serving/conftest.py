@@ -16,10 +16,13 @@ def serving_export(trained_model, tmp_path_factory):
     once for every serving test; a test that adds or removes versions
     works on a copy (`copy_base`)."""
     from keras_transformer.export import export_version
+    from tests.built_once import built_once
 
-    base = str(tmp_path_factory.mktemp("serving_export") / "translator")
-    export_version(*trained_model, base, max_output_length=MAX_LENGTH, beam_size=BEAM_SIZE)
-    return base
+    def build(path):
+        export_version(*trained_model, os.path.join(path, "translator"),
+                       max_output_length=MAX_LENGTH, beam_size=BEAM_SIZE)  # fmt: skip
+
+    return os.path.join(built_once(tmp_path_factory, "serving_export", build), "translator")
 
 
 def copy_base(base, folder):
