@@ -227,10 +227,11 @@ def test_sessions_run_with_the_thread_pools_asked_for(served, client):
         manager.stop()
 
 
-@pytest.fixture
-def labelled(served, tmp_path):
-    """Versions 1 and 2 (copies of one export) served together, with labels."""
-    base = tmp_path / "translator"
+@pytest.fixture(scope="module")
+def labelled(served, tmp_path_factory):
+    """Versions 1 and 2 (copies of one export) served together, with
+    labels, for the tests that only ask it."""
+    base = tmp_path_factory.mktemp("labelled") / "translator"
     for version in (1, 2):
         shutil.copytree(os.path.join(served["base"], "1"), base / str(version))
     labels = {"stable": 1, "canary": 2, "retired": 7}
