@@ -246,7 +246,7 @@ def test_memory_stays_flat_across_hot_swaps(served, tmp_path):
         threading.Thread(target=lambda: [None for _ in server.stdout], daemon=True).start()
         process = psutil.Process(server.pid)
         with GrpcTranslationClient(f"127.0.0.1:{port}", "translator", timeout=120) as client:
-            for number in range(2, 10):
+            for number in range(2, 7):
                 shutil.copytree(os.path.join(served["base"], "1"), os.path.join(base, str(number)))
                 deadline = time.time() + 120
                 while client.translate(["The dog sleeps."])["version"] != number:
@@ -258,7 +258,8 @@ def test_memory_stays_flat_across_hot_swaps(served, tmp_path):
     finally:
         server.terminate()
         server.wait(60)
-    # The first swap builds what every later load reuses; then 7 more.
+    # The first swap builds what every later load reuses; then 4 more (a
+    # leak of a version's model grows each by the same step).
     assert max(rss[1:]) <= rss[1] * 1.10, [r >> 20 for r in rss]
 
 
