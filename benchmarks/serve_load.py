@@ -29,7 +29,10 @@ attack class (`--attackers` threads each):
 
 `--attacks` picks the classes (default: all): `--attacks "expiring flood"
 --clients 1 --flood-clients 64` is one well-behaved client beside 64
-flooding ones.
+flooding ones. `--server-cpus 0 --flood-cpus 1` pins the server (and this
+process, the good clients) and the flood processes to CPUs of their own,
+in both phases: the flood then takes no CPU from the server, as when the
+flooding clients are other machines.
 
 Prints, per phase, the good requests' count, errors, p50/p99 latency and
 sentences per second; the attack requests by class and status; the server's
@@ -106,8 +109,14 @@ class _Tally:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+def _pinned(command, cpus):
+    """`command` run on the CPUs `cpus` (e.g. "0,1"), or anywhere if None;
+    every thread it starts inherits them."""
+    return command if cpus is None else ["taskset", "--cpu-list", cpus, *command]
+
+
 class _Server:
-    def __init__(self, base, workdir, rest_timeout_ms):
+    def __init__(self, base, workdir, rest_timeout_ms, cpus=None, flags=()):
         self.base = os.path.abspath(base)
         self.config = os.path.join(workdir, "models.config")
         self.write_config(version=1)
@@ -116,10 +125,10 @@ class _Server:
             sys.executable, "-m", "keras_transformer.cli", "serve",
             "--model-config-file", self.config, "--model-config-file-poll-wait-seconds", "1",
             "--port", str(self.grpc_port), "--rest-api-port", str(self.rest_port),
-            "--rest-api-timeout-in-ms", str(rest_timeout_ms), "--poll-seconds", "0",
+            "--rest-api-timeout-in-ms", str(rest_timeout_ms), "--poll-seconds", "0", *flags,
         ]  # fmt: skip
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            _pinned(command, cpus), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
         for line in self.process.stdout:
@@ -217,8 +226,8 @@ def _process_flood(mode):
 
     def attack(server, sentences, tally, stop, seed):
         flood = subprocess.Popen(
-            [sys.executable, "-m", "tests.serving.flood", f"127.0.0.1:{server.grpc_port}", mode,
-             str(server.flood_clients), "100000"],
+            _pinned([sys.executable, "-m", "tests.serving.flood", f"127.0.0.1:{server.grpc_port}",
+                     mode, str(server.flood_clients), "100000"], server.flood_cpus),
             stdout=subprocess.PIPE, text=True, cwd=REPO,
         )  # fmt: skip
         stop.wait()
@@ -351,6 +360,15 @@ def _phase(server, sentences, clients, attackers, seconds, attacks=tuple(ATTACKS
     return tally
 
 
+def _cpu_list(text):
+    """The CPUs of a list such as "0,2-3"."""
+    cpus = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
 def _per_minute(samples):
     """Means of RSS and threads over each whole minute of the phase."""
     minutes = {}
@@ -380,6 +398,10 @@ def main():
         "--flood-clients", type=int, default=64, help="connections of each flood class"
     )
     parser.add_argument("--workdir", default=None, help="where the model config file goes")
+    parser.add_argument("--server-cpus", help="CPUs of the server and good clients, e.g. 0")
+    parser.add_argument("--flood-cpus", help="CPUs of the flood processes, e.g. 1")
+    parser.add_argument("--serve-flags", type=str.split, default=[],
+                        help="more flags of `keras-transformer serve`, in one string")  # fmt: skip
     args = parser.parse_args()
     unknown = sorted(set(args.attacks) - set(ATTACKS))
     if unknown:
@@ -388,8 +410,11 @@ def main():
     import tempfile
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="serve_load_")
-    server = _Server(args.model_base_path, workdir, args.rest_timeout_ms)
-    server.flood_clients = args.flood_clients
+    if args.server_cpus is not None:  # before any thread: they inherit it
+        os.sched_setaffinity(0, _cpu_list(args.server_cpus))
+    server = _Server(args.model_base_path, workdir, args.rest_timeout_ms, args.server_cpus,
+                     args.serve_flags)  # fmt: skip
+    server.flood_clients, server.flood_cpus = args.flood_clients, args.flood_cpus
     sentences = [en for en, _ in generate_pairs(500, seed=99)]
     try:
         clean = _phase(server, sentences, args.clients, 0, args.clean_seconds)

@@ -26,9 +26,17 @@ VERSION_POLICIES = ("latest", "all")
 # under a flood of expiring calls that queue fills for moments while the
 # server answers them, and well-behaved clients lost calls (CANCELLED). The
 # calls that wait are dropped by the core once their deadline passes.
+# A flood from a CPU of its own still outruns the server's one Python
+# thread that takes calls, and fills even that queue: each connection may
+# hold at most 100 streams (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS, the
+# RFC's smallest recommended value), and gRPC's core counts a stream its
+# client reset until the server takes its call, so a connection that opens
+# and resets streams faster than they are taken is refused more
+# (REFUSED_STREAM, UNAVAILABLE to its client) and the queue stays short.
 DEFAULT_GRPC_CHANNEL_ARGUMENTS = {
     "grpc.server.max_pending_requests": 20000,
     "grpc.server.max_pending_requests_hard_limit": 40000,
+    "grpc.max_concurrent_streams": 100,
 }
 
 
@@ -89,7 +97,9 @@ class ServerOptions:
             read as one), e.g. grpc.max_connection_age_ms=60000. They
             override the server's own, which let 20000 calls wait for the
             server (`grpc.server.max_pending_requests`; hard limit 40000)
-            where gRPC cancels arriving calls past 1000.
+            where gRPC cancels arriving calls past 1000, and let each
+            connection hold 100 streams (`grpc.max_concurrent_streams`),
+            unlimited in gRPC.
         rest_api_num_threads: REST requests worked on at once, as TF
             Serving's flag; more wait their turn. None is 4 per CPU.
         rest_api_timeout_in_ms: a REST request's time, as TF Serving's

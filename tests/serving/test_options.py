@@ -76,6 +76,8 @@ def test_parse_channel_arguments_as_tf_serving_reads_its_flag(text, expected):
 
 def test_channel_arguments_override_the_defaults():
     assert dict(ServerOptions().channel_arguments) == DEFAULT_GRPC_CHANNEL_ARGUMENTS
+    # A flood's connections each hold at most 100 streams (gRPC: unlimited).
+    assert DEFAULT_GRPC_CHANNEL_ARGUMENTS["grpc.max_concurrent_streams"] == 100
     options = ServerOptions(grpc_channel_arguments="grpc.server.max_pending_requests=5,x=1")
     assert dict(options.channel_arguments) == {
         **DEFAULT_GRPC_CHANNEL_ARGUMENTS, "grpc.server.max_pending_requests": 5, "x": 1,
