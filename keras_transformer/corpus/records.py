@@ -23,6 +23,10 @@ def _files(pattern, flag):
     return files
 
 
+# What `zip_longest` gives for the file that ended first.
+_MISSING = object()
+
+
 def _paired_files(input_glob, target_glob):
     inputs = _files(input_glob, "--input")
     targets = _files(target_glob, "--target") if target_glob is not None else None
@@ -72,9 +76,6 @@ def iter_records(input_glob, target_glob=None):
                     "a target file must have a line per input line"
                 )
             yield {"file": path, "line": number, "source": line, "target": target}
-
-
-_MISSING = object()
 
 
 def count_records(input_glob, target_glob=None):
