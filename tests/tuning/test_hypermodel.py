@@ -42,6 +42,9 @@ def test_every_sampled_model_is_valid_and_trains():
         model = hypermodel.build(hp)
         assert hp.values["d_model"] % hp.values["num_heads"] == 0
         assert model.d_model == hp.values["d_model"] and model.norm_first == hp.values["norm_first"]
+        # Eagerly: tracing each model's train step would cost more than
+        # its few steps; the traced step is the trainer's tests' subject.
+        model.run_eagerly = True
         history = hypermodel.fit(hp, model, (x, x), x, epochs=1, verbose=0)
         assert np.isfinite(history.history["loss"][0])
         seen.add((hp.values["d_model"], hp.values["num_heads"]))
