@@ -278,19 +278,21 @@ def test_learns_to_copy_sequences():
     # Seeded: which tests ran before would otherwise pick the initialization.
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
-    n, length, vocab = 4096, 6, 16
+    # One layer each side learns it (cross-attention carries every token)
+    # in a third of the steps two layers took.
+    n, length, vocab = 2048, 6, 16
     x = rng.integers(3, vocab, (n, length))
     target = x
     target_in = np.concatenate([np.ones((n, 1), int), target], 1)
     target_out = np.concatenate([target, 2 * np.ones((n, 1), int)], 1)
-    model = Transformer(2, 64, 4, 128, vocab, vocab, dropout=0.0)
+    model = Transformer(1, 64, 4, 128, vocab, vocab, dropout=0.0)
     model.compile(
         optimizer=keras.optimizers.Adam(
-            kt.schedules.WarmupSchedule(64, warmup_steps=100), beta_1=0.9, beta_2=0.98, epsilon=1e-9
+            kt.schedules.WarmupSchedule(64, warmup_steps=50), beta_1=0.9, beta_2=0.98, epsilon=1e-9
         ),
         loss=kt.losses.MaskedSparseCategoricalCrossentropy(),
         metrics=[kt.metrics.MaskedAccuracy()],
     )
-    history = model.fit((x, target_in), target_out, batch_size=64, epochs=5, verbose=0)
+    history = model.fit((x, target_in), target_out, batch_size=64, epochs=6, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0] / 4
     assert history.history["masked_accuracy"][-1] > 0.97
