@@ -38,17 +38,31 @@ def _heavy(modules):
 
 
 @pytest.fixture(scope="module")
-def keras_only():
-    # Keras itself imports matplotlib when it is installed; what counts is
-    # what importing our module adds to a bare `import keras`.
-    return _heavy(_loaded_after("import keras"))
+def added_by():
+    """What each light module adds to the modules loaded before it, after a
+    bare `import keras` (`"keras"`), in one process: imports only add, so
+    a module that loads nothing beyond those before it loads nothing
+    beyond Keras alone."""
+    code = (
+        "import sys, json\nadded = {}\nbefore = set(sys.modules)\nimport keras\n"
+        "added['keras'] = sorted(set(sys.modules) - before)\n"
+        f"for name in {LIGHT!r}:\n"
+        "    before = set(sys.modules)\n    __import__(name)\n"
+        "    added[name] = sorted(set(sys.modules) - before)\n"
+        "print(json.dumps(added))"
+    )
+    result = run_python("-c", code)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return {k: set(v) for k, v in json.loads(result.stdout.splitlines()[-1]).items()}
 
 
 @pytest.mark.parametrize("module", LIGHT)
-def test_light_modules_load_no_optional_stack(module, keras_only):
-    loaded = _loaded_after(f"import {module}")
-    assert _heavy(loaded) - keras_only == set()
-    assert not any(m.startswith("keras_transformer.training") for m in loaded)
+def test_light_modules_load_no_optional_stack(module, added_by):
+    # Keras itself imports matplotlib when it is installed; what counts is
+    # what importing our module adds to a bare `import keras`.
+    assert _heavy(added_by["keras"]), "the check would see no heavy module loaded"
+    assert _heavy(added_by[module]) == set()
+    assert not any(m.startswith("keras_transformer.training") for m in added_by[module])
 
 
 def _environment_changes(statement):
