@@ -55,23 +55,25 @@ def _trials(directory):
     return trials
 
 
-@pytest.mark.parametrize("objective", ["val_masked_accuracy", "val_bleu"])
-def test_two_trial_search_end_to_end(parallel_files, tmp_path, objective):
+# Two trials pick a best one; BLEU as the objective needs only one to show
+# that every trial reports it.
+@pytest.mark.parametrize("objective,trials", [("val_masked_accuracy", 2), ("val_bleu", 1)])
+def test_search_end_to_end(parallel_files, tmp_path, objective, trials):
     directory = str(tmp_path / "tuning")
     proc = _tune(
         parallel_files,
         directory,
         "--max-trials",
-        "2",
+        str(trials),
         "--objective",
         objective,
         *(["--train-best"] if objective == "val_masked_accuracy" else []),
     )
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out[-4000:]
-    trials = _trials(directory)
-    assert len(trials) == 2 and all(t["status"] == "COMPLETED" for t in trials.values())
-    assert all(objective in t["metrics"]["metrics"] for t in trials.values())
+    done = _trials(directory)
+    assert len(done) == trials and all(t["status"] == "COMPLETED" for t in done.values())
+    assert all(objective in t["metrics"]["metrics"] for t in done.values())
     best = json.load(open(os.path.join(directory, "best_hyperparameters.json")))
     assert best["d_model"] % best["num_heads"] == 0
     assert "trial" in out and objective in out  # the results table
