@@ -81,8 +81,8 @@ def test_score_command_writes_one_score_a_line(export_base, tmp_path, capsys):
     finally:
         model.close()
     np.testing.assert_allclose(scores, expected["log_prob"], atol=1e-5)
-    # The flags beside: in this process, as the command's error is one line
-    # here too.
+    # `--normalize` and a mismatched target file run in this process: the
+    # command's own process ran above, and its error is the same one line.
     capsys.readouterr()
     assert cli.main(
         ["score", "--model", export_base, "--source", str(sources), "--target", str(targets),
