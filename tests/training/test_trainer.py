@@ -90,8 +90,8 @@ def test_train_evaluate_and_plot(parallel_files, tmp_path, capsys):
 
     # Re-averaging the last epoch alone gives that epoch's weights; `best`
     # still decodes with the best checkpoint.
-    # The commands beside run in this process (the two above showed the
-    # command line's own process at work).
+    # The commands below run in this process: `train` and `evaluate` above
+    # ran as processes of their own.
     capsys.readouterr()
     assert keras_transformer_cli.main(["average", "--run", run, "--last", "1"]) == 0
     assert "Averaged epochs 3 into" in capsys.readouterr().out
