@@ -2,8 +2,8 @@
 
 Random search over layers, width, heads, warmup and batch tokens, scored by
 validation masked accuracy; the best hyperparameters are printed and saved
-as JSON. About 5 minutes on 2 CPU cores; `KT_EXAMPLE_QUICK=1` runs 2 tiny
-trials. The same search runs on several machines with keras-tuner's
+as JSON. About 5 minutes on 2 CPU cores; `KT_EXAMPLE_QUICK=1` runs 1 tiny
+trial. The same search runs on several machines with keras-tuner's
 KERASTUNER_* environment variables (see the README).
 """
 
@@ -20,7 +20,7 @@ best = run_search(
         "data_dir": os.path.join(OUT, "tfds"),
         "directory": os.path.join(OUT, "tune_example"),
         "tuner": "random",
-        "max_trials": 6 if not QUICK else 2,
+        "max_trials": 6 if not QUICK else 1,
         "epochs": 2 if not QUICK else 1,
         "steps_per_epoch": 100 if not QUICK else 3,
         "vocab_size": 1000 if not QUICK else 300,
