@@ -5,8 +5,8 @@
 Each of CLIENTS threads has a connection of its own and sends 4-sentence
 `Predict` requests for SECONDS: `expired` gives each a 1 ms deadline (they
 expire on arrival or in flight), `cancelled` cancels 8-sentence requests
-after 0-20 ms. Prints one JSON line: the answers by status code (SIGTERM
-ends the flood early). Run from
+after 0-20 ms. Prints `FLOODING` as it starts, then one JSON line: the
+answers by status code (SIGTERM ends the flood early). Run from
 another process than the server's and the measured client's, so that the
 flood competes with them for the CPU, not for their interpreter.
 """
@@ -86,5 +86,6 @@ if __name__ == "__main__":
     address, mode, clients, seconds = sys.argv[1:5]
     stopped = threading.Event()  # SIGTERM ends the flood early, still printing its counts
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    print("FLOODING", flush=True)
     counts = flood(address, mode, int(clients), float(seconds), stopped)
     print(json.dumps(counts), flush=True)

@@ -390,11 +390,13 @@ def test_a_good_client_loses_nothing_while_others_flood_with_expiring_calls(serv
         refused = "UNAVAILABLE"
         for mode, answers in (("expired", {"DEADLINE_EXCEEDED", refused}),
                               ("cancelled", {"CANCELLED_BY_CLIENT", "OK", refused})):  # fmt: skip
-            flood = start_python("-m", "tests.serving.flood", address, mode, "64", "6", cwd=REPO)
-            time.sleep(1.0)
-            codes = _good_client(address, 4.0)
+            flood = start_python("-m", "tests.serving.flood", address, mode, "64", "4", cwd=REPO)
+            for line in flood.stdout:  # past its imports, flooding
+                if line.startswith("FLOODING"):
+                    break
+            codes = _good_client(address, 3.0)
             counts = json.loads(flood.communicate(timeout=60)[0].strip().splitlines()[-1])
-            assert codes == ["OK"] * len(codes) and len(codes) >= 8, (mode, codes)
+            assert codes == ["OK"] * len(codes) and len(codes) >= 6, (mode, codes)
             assert sum(counts.values()) > 1000 and set(counts) <= answers, (mode, counts)
     finally:
         server.terminate()
