@@ -32,7 +32,9 @@ lint: $(STAMP)
 # wait on servers and subprocesses. An idle worker takes tests queued for the
 # other (worksteal; measured about even with xdist's default). Running the
 # JAX and PyTorch suites beside the TensorFlow one was slower (22.4 min
-# against 20.3 to 20.9).
+# against 20.3 to 20.9). A third worker was no faster either (TensorFlow
+# suite 1,040 s against 1,012 s, CPU-2i): the two CPUs are 98% busy
+# through the suite, so only less work shortens it.
 test: $(STAMP) lint
 	$(PY) -m pytest -n 2 --dist worksteal $(PYTEST_ARGS)
 	KERAS_BACKEND=jax $(PY) -m pytest -n 2 --dist worksteal $(BACKEND_TESTS)
