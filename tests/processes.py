@@ -54,6 +54,23 @@ def free_port():
         return s.getsockname()[1]
 
 
+def read_until(process, prefix, name, timeout=300):
+    """Reads the output of `process` (a `start_python` child) up to a line
+    starting with `prefix`; returns what it printed before. A child that
+    ends or takes `timeout` s first is killed, and the error shows the last
+    lines it printed under `name`."""
+    deadline = time.monotonic() + timeout
+    seen = []
+    for line in process.stdout:
+        if line.startswith(prefix):
+            return "".join(seen)
+        seen.append(line)
+        if time.monotonic() > deadline:
+            break
+    process.kill()
+    raise AssertionError(f"{name} did not print {prefix}:\n" + "".join(seen[-30:]))
+
+
 def start_serve(base, *flags, timeout=300):
     """Starts `keras-transformer serve` for the model `translator` at the
     base path `base` on a free port, with `flags`; returns `(process, port)`
@@ -64,14 +81,5 @@ def start_serve(base, *flags, timeout=300):
         "-m", "keras_transformer.cli", "serve", "--model-base-path", base,
         "--model-name", "translator", "--port", str(port), *flags,
     )  # fmt: skip
-    deadline = time.monotonic() + timeout
-    seen = []
-    for line in server.stdout:
-        if line.startswith("READY"):
-            server.startup_output = "".join(seen)
-            return server, port
-        seen.append(line)
-        if time.monotonic() > deadline:
-            break
-    server.kill()
-    raise AssertionError("keras-transformer serve did not start:\n" + "".join(seen[-30:]))
+    server.startup_output = read_until(server, "READY", "keras-transformer serve", timeout)
+    return server, port
