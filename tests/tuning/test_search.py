@@ -45,6 +45,14 @@ def _tune(files, directory, *extra, env=None):
     return start_python(*args, env=env)
 
 
+def _tune_to_end(files, directory, *extra):
+    """`_tune` run to its end, which must succeed; returns its output."""
+    proc = _tune(files, directory, *extra)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-4000:]
+    return out
+
+
 def _trials(directory):
     root = os.path.join(directory, "search")
     trials = {}
@@ -77,11 +85,9 @@ def test_an_interrupted_search_resumes_and_trains_the_best(parallel_files, tmp_p
     first trial is kept, not rerun, and the best of both is trained."""
     directory = str(tmp_path / "tuning")
     objective = "val_masked_accuracy"
-    out, _ = _tune(parallel_files, directory, "--max-trials", "1").communicate(timeout=900)
+    out = _tune_to_end(parallel_files, directory, "--max-trials", "1")
     first, _ = _check_completed(directory, 1, objective, out)
-    proc = _tune(parallel_files, directory, "--max-trials", "2", "--train-best")
-    out, _ = proc.communicate(timeout=900)
-    assert proc.returncode == 0, out[-4000:]
+    out = _tune_to_end(parallel_files, directory, "--max-trials", "2", "--train-best")
     after, best = _check_completed(directory, 2, objective, out)
     ((name, trial),) = first.items()
     assert after[name]["score"] == trial["score"]  # kept, not rerun
@@ -95,9 +101,7 @@ def test_an_interrupted_search_resumes_and_trains_the_best(parallel_files, tmp_p
 def test_bleu_as_the_objective(parallel_files, tmp_path):
     """One trial shows that every trial reports BLEU."""
     directory = str(tmp_path / "tuning")
-    proc = _tune(parallel_files, directory, "--max-trials", "1", "--objective", "val_bleu")
-    out, _ = proc.communicate(timeout=900)
-    assert proc.returncode == 0, out[-4000:]
+    out = _tune_to_end(parallel_files, directory, "--max-trials", "1", "--objective", "val_bleu")
     _check_completed(directory, 1, "val_bleu", out)
 
 
