@@ -154,7 +154,9 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _good(server, sentences, tally, stop, seed):
+def _good(server, sentences, tally, stop, seed, period=0.0):
+    """A good client: one sentence a request, the next sent `period`
+    seconds after the last was (0: as soon as it is answered)."""
     rng = random.Random(seed)
     with GrpcTranslationClient(f"127.0.0.1:{server.grpc_port}", "translator", timeout=120) as c:
         while not stop.is_set():
@@ -164,10 +166,11 @@ def _good(server, sentences, tally, stop, seed):
             except Exception as error:  # counted, reported
                 with tally.lock:
                     tally.errors.append(repr(error)[:300])
-                continue
-            with tally.lock:
-                tally.latencies.append(time.monotonic() - start)
-                tally.sentences += 1
+            else:
+                with tally.lock:
+                    tally.latencies.append(time.monotonic() - start)
+                    tally.sentences += 1
+            stop.wait(max(0.0, period - (time.monotonic() - start)))
 
 
 def _grpc_attacks(kind, requests):
@@ -335,9 +338,9 @@ ATTACKS = {
 }
 
 
-def _phase(server, sentences, clients, attackers, seconds, attacks=tuple(ATTACKS)):
+def _phase(server, sentences, clients, attackers, seconds, attacks=tuple(ATTACKS), period=0.0):
     tally, stop = _Tally(), threading.Event()
-    threads = [threading.Thread(target=_good, args=(server, sentences, tally, stop, i))
+    threads = [threading.Thread(target=_good, args=(server, sentences, tally, stop, i, period))
                for i in range(clients)]  # fmt: skip
     for name in attacks if attackers else ():
         attack = ATTACKS[name]
@@ -397,6 +400,9 @@ def main():
     parser.add_argument(
         "--flood-clients", type=int, default=64, help="connections of each flood class"
     )
+    parser.add_argument("--good-period", type=float, default=0.0,
+                        help="seconds from one good request to the next; 0 sends each as "
+                        "soon as the last is answered")  # fmt: skip
     parser.add_argument("--workdir", default=None, help="where the model config file goes")
     parser.add_argument("--server-cpus", help="CPUs of the server and good clients, e.g. 0")
     parser.add_argument("--flood-cpus", help="CPUs of the flood processes, e.g. 1")
@@ -417,8 +423,10 @@ def main():
     server.flood_clients, server.flood_cpus = args.flood_clients, args.flood_cpus
     sentences = [en for en, _ in generate_pairs(500, seed=99)]
     try:
-        clean = _phase(server, sentences, args.clients, 0, args.clean_seconds)
-        attack = _phase(server, sentences, args.clients, args.attackers, args.seconds, args.attacks)
+        clean = _phase(server, sentences, args.clients, 0, args.clean_seconds,
+                       period=args.good_period)  # fmt: skip
+        attack = _phase(server, sentences, args.clients, args.attackers, args.seconds,
+                        args.attacks, args.good_period)  # fmt: skip
     finally:
         server.stop()
 

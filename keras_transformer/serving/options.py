@@ -100,6 +100,11 @@ class ServerOptions:
             where gRPC cancels arriving calls past 1000, and let each
             connection hold 100 streams (`grpc.max_concurrent_streams`),
             unlimited in gRPC.
+        grpc_io_nice: how many `nice` steps below the model the thread
+            that takes gRPC calls and gRPC's I/O threads run (Linux; 0 to
+            19; 0 leaves them level): under a flood of calls that expire or
+            are cancelled, the flood then gets the CPU the model leaves, and
+            a well-behaved call is taken as soon as the model is idle.
         rest_api_num_threads: REST requests worked on at once, as TF
             Serving's flag; more wait their turn. None is 4 per CPU.
         rest_api_timeout_in_ms: a REST request's time, as TF Serving's
@@ -138,6 +143,7 @@ class ServerOptions:
     tensorflow_inter_op_parallelism: int = dataclasses.field(default=0, metadata={"int32": True})
     grpc_max_threads: int | None = None
     grpc_channel_arguments: str = ""
+    grpc_io_nice: int = 19
     rest_api_num_threads: int | None = None
     rest_api_timeout_in_ms: int = 30000
     xla_cache_dir: str | None = None
@@ -165,6 +171,11 @@ class ServerOptions:
             self.version_label = [self.version_label]
         parse_version_labels(self.version_label)
         parse_channel_arguments(self.grpc_channel_arguments)
+        check_non_negative_int("grpc_io_nice", self.grpc_io_nice)
+        if self.grpc_io_nice > 19:
+            raise ValueError(
+                f"`grpc_io_nice` must be from 0 to 19. Received: grpc_io_nice={self.grpc_io_nice}"
+            )
 
     @property
     def channel_arguments(self):

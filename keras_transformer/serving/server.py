@@ -33,8 +33,10 @@ semantics:
 - gRPC Predict calls run `grpc_max_threads` at once and wait their turn
   beyond, up to their deadline; status and metadata calls never wait for
   them. A call whose deadline passed is answered `DEADLINE_EXCEEDED`
-  before any work (and counted), so that clients flooding the server with
-  expiring or cancelled calls do not hold up others. A request of no rows
+  before any work (and counted), on the thread that takes calls if it
+  expired before it was taken; that thread and gRPC's I/O threads run
+  below the model's priority (`grpc_io_nice`), so that clients flooding
+  the server with expiring or cancelled calls do not hold up others. A request of no rows
   is answered with outputs of no rows;
 - a changed model config file is applied whole or not at all: one that
   names a missing base path or a bad label, or whose new model fails to
@@ -53,12 +55,10 @@ the session-based loader TF Serving uses.
 import dataclasses
 import logging
 import os
-import queue
 import signal
 import threading
 import time
 import warnings
-from concurrent import futures
 
 import grpc
 import tensorflow as tf
@@ -72,9 +72,10 @@ from tensorflow_serving.apis import (
     status_pb2,
 )
 
-from keras_transformer.serving import xla_cache
+from keras_transformer.serving import grpc_intake, xla_cache
 from keras_transformer.serving.core import Models, ServingError, WorkSlot
 from keras_transformer.serving.limits import RequestLimits
+from keras_transformer.serving.metrics import UNKNOWN
 from keras_transformer.serving.model_config import ModelEntry, read_model_config
 from keras_transformer.serving.options import ServerOptions, check_labels, parse_version_labels
 from keras_transformer.serving.rest import start_rest_server
@@ -119,44 +120,6 @@ def _spec_version(spec):
     if choice == "version_label":
         return None, spec.version_label
     return None, None
-
-
-class _DaemonPool(futures.Executor):
-    """A pool of daemon threads, started as work needs them, up to
-    `max_threads`: work still running when the server stops does not hold
-    the process (a `ThreadPoolExecutor`'s threads are joined at exit)."""
-
-    def __init__(self, max_threads, name):
-        self.max_threads = max_threads
-        self.name = name
-        self.queue = queue.SimpleQueue()
-        self.lock = threading.Lock()
-        self.threads = 0
-        # One release per thread that waits for work: a submit that takes
-        # one has a thread ready for it, else it starts one.
-        self.idle = threading.Semaphore(0)
-
-    def submit(self, fn, /, *args, **kwargs):
-        future = futures.Future()
-        self.queue.put((future, fn, args, kwargs))
-        if not self.idle.acquire(blocking=False):
-            with self.lock:
-                if self.threads < self.max_threads:
-                    self.threads += 1
-                    threading.Thread(target=self._work, name=f"{self.name}-{self.threads}",
-                                     daemon=True).start()  # fmt: skip
-        return future
-
-    def _work(self):
-        while True:
-            future, fn, args, kwargs = self.queue.get()
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn(*args, **kwargs))
-                except BaseException as error:
-                    future.set_exception(error)
-            del future, fn, args, kwargs  # a finished call's objects go now
-            self.idle.release()
 
 
 def _abort(context, error):
@@ -254,12 +217,14 @@ class GrpcServer:
     and cancels arriving calls, of every connection, at random once that
     queue holds `grpc.server.max_pending_requests` (1000) and always at
     `grpc.server.max_pending_requests_hard_limit` (3000). This server takes
-    calls on a thread that does nothing else, and a call whose deadline
-    passed is answered `DEADLINE_EXCEEDED` at once on a pool thread, so
-    that clients flooding it with expiring calls do not fill that queue.
-    (grpcio's asyncio server took each call through several turns of its
-    one event loop: such a flood filled the queue, and well-behaved
-    clients' calls were cancelled on arrival.)
+    calls on a thread that does nothing else, answers a call whose
+    deadline passed there, before any pool thread (`grpc_intake`), and
+    runs that thread and gRPC's I/O threads `io_nice` steps below the
+    model's, so that clients flooding it with expiring calls neither fill
+    that queue nor take the CPU from the model. (grpcio's asyncio server
+    took each call through several turns of its one event loop: such a
+    flood filled the queue, and well-behaved clients' calls were cancelled
+    on arrival.)
 
     Args:
         models: the `core.Models` served.
@@ -269,14 +234,22 @@ class GrpcServer:
             metadata calls never wait for them.
         max_request_bytes: the largest request message accepted.
         channel_arguments: more `(name, value)` gRPC server arguments.
+        io_nice: `nice` steps below the model of the thread that takes
+            calls and of gRPC's I/O threads (Linux; 0 to 19).
 
     Raises:
         OSError: the address cannot be bound (e.g. the port is in use).
     """
 
     def __init__(self, models, address, predict_threads, max_request_bytes,
-                 channel_arguments=()):  # fmt: skip
-        self.pool = _DaemonPool(predict_threads + CALL_THREADS, "grpc")
+                 channel_arguments=(), io_nice=0):  # fmt: skip
+        grpc_intake.install()
+
+        def expired():  # its request was never read: the model is not known
+            models.metrics.observe(UNKNOWN, "", "", "grpc", "DEADLINE_EXCEEDED", 0.0)
+
+        self.pool = grpc_intake.CallPool(predict_threads + CALL_THREADS, "grpc", expired,
+                                         io_nice)  # fmt: skip
         options = [
             # A second server on a used port must fail, not share its traffic.
             ("grpc.so_reuseport", 0),
@@ -471,6 +444,7 @@ def start(options=None, entries=None, **legacy):
         grpc_server = GrpcServer(
             models, f"{options.host}:{options.port}", options.predict_threads,
             limits.max_request_bytes + (1 << 20), options.channel_arguments,
+            options.grpc_io_nice,
         )  # fmt: skip
         if options.rest_api_port is not None:
             rest_server, rest_port = start_rest_server(

@@ -377,6 +377,16 @@ def _good_client(address, requests, period=0.25):
     return codes
 
 
+def _thread_nice(pid):
+    """`{thread name: {nice values}}` of a process's threads (Linux)."""
+    nice = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+            name, _, rest = stat.read().partition("(")[2].rpartition(")")
+        nice.setdefault(name, set()).add(int(rest.split()[16]))
+    return nice
+
+
 def test_a_good_client_loses_nothing_while_others_flood_with_expiring_calls(serving_export):
     """64 clients on connections of their own send calls that expire on
     arrival (1 ms deadlines), then cancel theirs after 0-20 ms, from a
@@ -401,6 +411,10 @@ def test_a_good_client_loses_nothing_while_others_flood_with_expiring_calls(serv
             counts = json.loads(flood.communicate(timeout=60)[0].strip().splitlines()[-1])
             assert codes == ["OK"] * 8, (mode, codes)
             assert sum(counts.values()) > 1000 and set(counts) <= answers, (mode, counts)
+        # The flood was taken below the model's priority: gRPC's intake and
+        # I/O threads run 19 nice steps down, the sessions' threads level.
+        nice = _thread_nice(server.pid)
+        assert nice["event_engine"] == {19} and nice["tf_Compute"] == {0}, nice
     finally:
         server.terminate()
         server.wait(60)

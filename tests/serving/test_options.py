@@ -43,6 +43,8 @@ def test_from_dict_round_trips_and_refuses_unknown_keys():
         ({"version_label": ["a=1", "a=2"]}, "twice"),
         ({"grpc_channel_arguments": "grpc.max_connection_age_ms"}, "NAME=VALUE"),
         ({"grpc_channel_arguments": "=5"}, "NAME=VALUE"),
+        ({"grpc_io_nice": -1}, "grpc_io_nice"),
+        ({"grpc_io_nice": 20}, "grpc_io_nice.*0 to 19"),
     ],
 )
 def test_bad_values_are_named(values, match):

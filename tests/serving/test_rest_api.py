@@ -183,9 +183,13 @@ def test_the_rest_client_against_the_server(serving):
 def test_prometheus_metrics(serving):
     _call(serving, "/v1/models/translator:predict", {"instances": ["x"]})
     _call(serving, "/v1/models/nope:predict", {"instances": ["x"]})
+    serving.grpc_server.pool.on_expired()  # as a gRPC call expired before it was taken
     with urllib.request.urlopen(_url(serving, "/monitoring/prometheus/metrics")) as response:
         text = response.read().decode()
     assert ':tensorflow:serving:request_count{model_name="translator",version="2",' in text
+    # Its request was never read: its model is not known.
+    assert ('model_name="<unknown>",version="",signature="",api="grpc",'
+            'status="DEADLINE_EXCEEDED"}') in text  # fmt: skip
     assert 'api="rest",status="OK"}' in text
     # A name the server does not serve is counted under one fixed label.
     assert 'model_name="nope"' not in text

@@ -1,0 +1,129 @@
+"""`grpc_intake`: expired calls answered where calls enter, below the model's priority."""
+
+import os
+import sys
+import threading
+import time
+from concurrent import futures
+
+import grpc
+import pytest
+
+from keras_transformer.serving.grpc_intake import CallPool, install
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread nice is Linux's")
+
+
+def _nice(tid=0):
+    return os.getpriority(os.PRIO_PROCESS, tid or threading.get_native_id())
+
+
+def test_the_pool_runs_work_on_at_most_max_threads():
+    pool = CallPool(3, "test")
+    gate = threading.Event()
+    running = []
+
+    def work(i):
+        running.append(threading.current_thread().name)
+        gate.wait(10)
+        return i * i
+
+    submitted = [pool.submit(work, i) for i in range(8)]
+    time.sleep(0.3)
+    assert len(running) == 3 and pool.threads == 3
+    gate.set()
+    assert [f.result(10) for f in submitted] == [i * i for i in range(8)]
+    assert pool.threads == 3  # threads that finished took the rest
+
+
+@linux
+def test_pool_threads_keep_the_priority_of_the_pools_maker():
+    """The intake (here a thread that lowered itself) submits; the threads
+    it starts must not inherit its lower priority."""
+    pool = CallPool(2, "test")
+    answers = {}
+
+    def intake():
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, _nice() + 5))
+        answers["intake"] = _nice()
+        answers["worker"] = pool.submit(_nice).result(10)
+
+    thread = threading.Thread(target=intake)
+    thread.start()
+    thread.join(10)
+    assert answers["intake"] > answers["worker"] == _nice()
+
+
+@pytest.mark.parametrize("io_nice", [-1, 20, 1.5])
+def test_io_nice_out_of_range_is_refused(io_nice):
+    with pytest.raises(ValueError, match="io_nice"):
+        CallPool(2, "test", io_nice=io_nice)
+
+
+class _Service(grpc.GenericRpcHandler):
+    """`/t.S/Block` holds the intake thread (handlers are looked up there);
+    `/t.S/Echo` counts the calls that reach the pool."""
+
+    def __init__(self):
+        self.echoed = 0
+
+    def echo(self, request, context):
+        self.echoed += 1
+        return request
+
+    def service(self, details):
+        if details.method == "/t.S/Block":
+            time.sleep(0.5)
+        return grpc.unary_unary_rpc_method_handler(self.echo)
+
+
+def _server(pool):
+    server = grpc.server(pool)
+    service = _Service()
+    server.add_generic_rpc_handlers((service,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port, service
+
+
+@pytest.mark.parametrize("ours", [True, False])
+def test_calls_expired_before_the_intake_took_them_never_reach_the_pool(ours):
+    assert install()
+    expired = []
+    pool = CallPool(4, "test", on_expired=lambda: expired.append(1)) if ours else (
+        futures.ThreadPoolExecutor(4))  # fmt: skip
+    server, port, service = _server(pool)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            block, echo = channel.unary_unary("/t.S/Block"), channel.unary_unary("/t.S/Echo")
+            held = block.future(b"b", timeout=10)
+            time.sleep(0.1)  # the intake is held for 0.5 s
+            late = [echo.future(b"x", timeout=0.1) for _ in range(10)]
+            good = echo.future(b"g", timeout=10)
+            assert held.result() == b"b" and good.result() == b"g"
+            for call in late:
+                assert call.exception().code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        server.stop(0).wait()
+    if ours:  # answered at intake, counted, never run
+        assert (len(expired), service.echoed) == (10, 2)
+    else:  # grpcio's own path: the pool is handed each one
+        assert not expired and service.echoed == 2
+
+
+@linux
+def test_the_intake_and_grpc_io_threads_run_io_nice_steps_below_the_server():
+    pool = CallPool(4, "test", io_nice=1)  # 1: this process serves other tests after
+    server, port, _ = _server(pool)
+    seen = {}
+    echo_nice = pool.submit(_nice).result(10)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            assert channel.unary_unary("/t.S/Echo")(b"x", timeout=10) == b"x"
+        for tid in pool._lowered:
+            with open(f"/proc/self/task/{tid}/comm") as comm:
+                seen[comm.read().strip()] = _nice(tid)
+    finally:
+        server.stop(0).wait()
+    assert seen and set(seen.values()) == {min(19, echo_nice + 1)}
+    assert pool.submit(_nice).result(10) == echo_nice  # handlers stay level
