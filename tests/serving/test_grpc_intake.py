@@ -1,5 +1,6 @@
 """`grpc_intake`: expired calls answered where calls enter, below the model's priority."""
 
+import json
 import os
 import sys
 import threading
@@ -10,6 +11,7 @@ import grpc
 import pytest
 
 from keras_transformer.serving.grpc_intake import CallPool, install
+from tests.processes import REPO, run_python
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread nice is Linux's")
 
@@ -111,19 +113,33 @@ def test_calls_expired_before_the_intake_took_them_never_reach_the_pool(ours):
         assert not expired and service.echoed == 2
 
 
+_LOWERED = """
+import json, os, threading
+import grpc
+from keras_transformer.serving.grpc_intake import CallPool, install
+from tests.serving.test_grpc_intake import _nice, _server
+assert install()
+pool = CallPool(4, "test", io_nice=3)
+server, port, _ = _server(pool)
+with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+    assert channel.unary_unary("/t.S/Echo")(b"x", timeout=10) == b"x"
+lowered = {}
+for tid in pool._lowered:
+    with open(f"/proc/self/task/{tid}/comm") as comm:
+        lowered.setdefault(comm.read().strip(), []).append(_nice(tid))
+print(json.dumps({"lowered": lowered, "main": _nice(os.getpid()),
+                  "handler": pool.submit(_nice).result(10)}))
+server.stop(0).wait()
+"""
+
+
 @linux
 def test_the_intake_and_grpc_io_threads_run_io_nice_steps_below_the_server():
-    pool = CallPool(4, "test", io_nice=1)  # 1: this process serves other tests after
-    server, port, _ = _server(pool)
-    seen = {}
-    echo_nice = pool.submit(_nice).result(10)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            assert channel.unary_unary("/t.S/Echo")(b"x", timeout=10) == b"x"
-        for tid in pool._lowered:
-            with open(f"/proc/self/task/{tid}/comm") as comm:
-                seen[comm.read().strip()] = _nice(tid)
-    finally:
-        server.stop(0).wait()
-    assert seen and set(seen.values()) == {min(19, echo_nice + 1)}
-    assert pool.submit(_nice).result(10) == echo_nice  # handlers stay level
+    """In a process of its own: lowered threads stay lowered."""
+    answer = run_python("-c", _LOWERED, cwd=REPO, timeout=120)
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    seen = json.loads(answer.stdout.strip().splitlines()[-1])
+    target = min(19, seen["main"] + 3)
+    assert "event_engine" in seen["lowered"], seen  # gRPC's I/O threads
+    assert {n for values in seen["lowered"].values() for n in values} == {target}, seen
+    assert seen["handler"] == seen["main"]  # handlers stay level
