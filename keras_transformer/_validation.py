@@ -19,6 +19,13 @@ def check_non_negative_int(name, value):
         raise ValueError(f"`{name}` must be an integer >= 0. Received: {name}={value!r}")
 
 
+def check_nice_steps(name, value):
+    """Raises a `ValueError` naming `name` unless `value` is a number of
+    `nice` steps: an int from 0 to 19 (not a bool)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 19:
+        raise ValueError(f"`{name}` must be an integer from 0 to 19. Received: {name}={value!r}")
+
+
 def check_non_negative_number(name, value):
     """Raises a `ValueError` naming `name` unless `value` is an int or float >= 0 (not a bool)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:

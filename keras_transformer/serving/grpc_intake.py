@@ -39,6 +39,8 @@ import threading
 import time
 from concurrent import futures
 
+from keras_transformer._validation import check_nice_steps
+
 log = logging.getLogger("keras_transformer.serve")
 
 # The parameters of grpcio's `_handle_call` (grpcio 1.85) that `install` wraps.
@@ -79,8 +81,7 @@ class CallPool(futures.Executor):
     """
 
     def __init__(self, max_threads, name, on_expired=None, io_nice=0):
-        if not isinstance(io_nice, int) or not 0 <= io_nice <= 19:
-            raise ValueError(f"io_nice must be an integer from 0 to 19. Received: {io_nice!r}")
+        check_nice_steps("io_nice", io_nice)
         self.max_threads = max_threads
         self.name = name
         self.on_expired = on_expired or (lambda: None)
@@ -93,6 +94,8 @@ class CallPool(futures.Executor):
         self.idle = threading.Semaphore(0)
         self._starts = queue.SimpleQueue()
         threading.Thread(target=self._starter, name=f"{name}-starter", daemon=True).start()
+        # nice is per thread on Linux; elsewhere it would lower the process.
+        self._lowering = io_nice > 0 and sys.platform.startswith("linux")
         self._lowered = set()  # native ids of threads already lowered
         self._scanned = float("-inf")
 
@@ -127,7 +130,7 @@ class CallPool(futures.Executor):
         `io_nice` steps below the process's main thread, once each; looks
         for new I/O threads at most once a second. Linux only: elsewhere
         `nice` applies to whole processes."""
-        if not self.io_nice or not sys.platform.startswith("linux"):
+        if not self._lowering:
             return
         now = time.monotonic()
         if now - self._scanned < _RESCAN_SECONDS:

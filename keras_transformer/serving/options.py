@@ -11,6 +11,7 @@ import dataclasses
 import os
 
 from keras_transformer._validation import (
+    check_nice_steps,
     check_non_negative_int,
     check_non_negative_number,
     check_positive_int,
@@ -171,11 +172,7 @@ class ServerOptions:
             self.version_label = [self.version_label]
         parse_version_labels(self.version_label)
         parse_channel_arguments(self.grpc_channel_arguments)
-        check_non_negative_int("grpc_io_nice", self.grpc_io_nice)
-        if self.grpc_io_nice > 19:
-            raise ValueError(
-                f"`grpc_io_nice` must be from 0 to 19. Received: grpc_io_nice={self.grpc_io_nice}"
-            )
+        check_nice_steps("grpc_io_nice", self.grpc_io_nice)
 
     @property
     def channel_arguments(self):

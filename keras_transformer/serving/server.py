@@ -36,8 +36,8 @@ semantics:
   before any work (and counted), on the thread that takes calls if it
   expired before it was taken; that thread and gRPC's I/O threads run
   below the model's priority (`grpc_io_nice`), so that clients flooding
-  the server with expiring or cancelled calls do not hold up others. A request of no rows
-  is answered with outputs of no rows;
+  the server with expiring or cancelled calls do not hold up others. A
+  request of no rows is answered with outputs of no rows;
 - a changed model config file is applied whole or not at all: one that
   names a missing base path or a bad label, or whose new model fails to
   start, leaves the models, labels, memory and threads as they were;
