@@ -378,13 +378,16 @@ def _good_client(address, requests, period=0.25):
 
 
 def _thread_nice(pid):
-    """`{thread name: {nice values}}` of a process's threads (Linux)."""
-    nice = {}
+    """`{thread name: {nice values}}` of a process's threads, and the nice
+    value of its main thread (Linux)."""
+    nice, main = {}, None
     for tid in os.listdir(f"/proc/{pid}/task"):
         with open(f"/proc/{pid}/task/{tid}/stat") as stat:
             name, _, rest = stat.read().partition("(")[2].rpartition(")")
-        nice.setdefault(name, set()).add(int(rest.split()[16]))
-    return nice
+        value = int(rest.split()[16])
+        nice.setdefault(name, set()).add(value)
+        main = value if int(tid) == pid else main
+    return nice, main
 
 
 def test_a_good_client_loses_nothing_while_others_flood_with_expiring_calls(serving_export):
@@ -412,9 +415,11 @@ def test_a_good_client_loses_nothing_while_others_flood_with_expiring_calls(serv
             assert codes == ["OK"] * 8, (mode, codes)
             assert sum(counts.values()) > 1000 and set(counts) <= answers, (mode, counts)
         # The flood was taken below the model's priority: gRPC's intake and
-        # I/O threads run 19 nice steps down, the sessions' threads level.
-        nice = _thread_nice(server.pid)
-        assert nice["event_engine"] == {19} and nice["tf_Compute"] == {0}, nice
+        # I/O threads run 19 nice steps down, the sessions' threads level
+        # with the main thread (whatever nice the test runs under).
+        nice, main = _thread_nice(server.pid)
+        assert nice["event_engine"] == {min(19, main + 19)}, nice
+        assert nice["tf_Compute"] == {main}, nice
     finally:
         server.terminate()
         server.wait(60)
