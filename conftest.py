@@ -5,6 +5,10 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# On a GPU, each test worker takes memory as it needs it, not most of the
+# card at start (JAX and TensorFlow preallocate by default).
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -15,6 +19,12 @@ from tests.built_once import built_once  # noqa: E402
 # Seeded once: `tf.random.set_seed` clears TensorFlow's eager kernel cache,
 # which frees tokenizer resources that module-scoped fixtures already made.
 keras.utils.set_random_seed(1234)
+
+from tests.backends import full_float32_products, refuse_host_conversion  # noqa: E402
+
+full_float32_products()
+if keras.backend.backend() == "torch":
+    refuse_host_conversion()
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,8 @@
 import keras
-import numpy as np
 import pytest
 
 from keras_transformer.optimizers import paper_adam
+from tests.backends import assert_allclose
 from tests.reference import inverse_sqrt_learning_rate, paper_learning_rate
 
 
@@ -19,7 +19,7 @@ def test_adam_of_the_paper_under_its_schedule(kwargs, reference):
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
     schedule = keras.saving.deserialize_keras_object(optimizer.get_config()["learning_rate"])
     for t in [0, 1, 199, 399, 400, 3999]:
-        np.testing.assert_allclose(float(schedule(t)), reference(t + 1), rtol=1e-5)
+        assert_allclose(float(schedule(t)), reference(t + 1), rtol=1e-5)
 
 
 def test_scale_and_peak_together_are_refused():

@@ -10,6 +10,7 @@ import pytest
 from keras_transformer import _renames
 from keras_transformer.layers import Decoder, DecoderBlock
 from keras_transformer.models import Transformer
+from tests.backends import assert_allclose, assert_array_equal
 
 # A model config as 0.1.0 saved it (`run/model_config.json`, `.keras` files).
 SAVED_BY_0_1_0 = {
@@ -68,7 +69,7 @@ def test_a_keras_file_with_old_keys_loads(tmp_path):
     again = keras.saving.deserialize_keras_object(serialized)
     again.build(((None, None), (None, None)))
     again.set_weights(model.get_weights())
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(again(ids)), expected, atol=1e-6)
+    assert_allclose(keras.ops.convert_to_numpy(again(ids)), expected, atol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -136,14 +137,10 @@ def test_old_cache_methods_warn_and_return_the_same(layer_cls):
     layer(x, memory)
     with pytest.warns(DeprecationWarning, match="init_self_attention_cache"):
         old = layer.init_cache(2, 4)
-    np.testing.assert_array_equal(
-        np.asarray(old), np.asarray(layer.init_self_attention_cache(2, 4))
-    )
+    assert_array_equal(old, layer.init_self_attention_cache(2, 4))
     with pytest.warns(DeprecationWarning, match="precompute_cross_attention_cache"):
         old = layer.precompute_cross_cache(memory)
-    np.testing.assert_allclose(
-        np.asarray(old), np.asarray(layer.precompute_cross_attention_cache(memory))
-    )
+    assert_allclose(old, layer.precompute_cross_attention_cache(memory))
 
 
 def test_decoder_cache_arguments_keep_their_old_names():
@@ -161,8 +158,8 @@ def test_decoder_cache_arguments_keep_their_old_names():
         "`Decoder(cache",
         "`Decoder(cross_cache",
     ]
-    np.testing.assert_allclose(old_out, new_out, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(old_cache), np.asarray(new_cache), atol=1e-6)
+    assert_allclose(old_out, new_out, atol=1e-6)
+    assert_allclose(old_cache, new_cache, atol=1e-6)
     with pytest.raises(TypeError, match="caches"):
         decoder(x, caches=cache, cache_index=0)
     # Tensors under both names cannot be told to agree: refused, not one
@@ -182,7 +179,7 @@ def test_transformer_decode_keeps_its_old_cache_arguments():
     )
     with pytest.warns(DeprecationWarning, match="Transformer.decode"):
         old, _ = model.decode(ids, None, cache=caches[0], cross_cache=caches[1], **common)
-    np.testing.assert_allclose(old, new, atol=1e-6)
+    assert_allclose(old, new, atol=1e-6)
 
 
 def test_translate_config_keeps_a_new_key_over_an_old_one():

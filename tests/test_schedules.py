@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.schedules import WarmupSchedule
+from tests.backends import assert_allclose
 from tests.reference import inverse_sqrt_learning_rate, paper_learning_rate
 
 
@@ -10,7 +11,7 @@ from tests.reference import inverse_sqrt_learning_rate, paper_learning_rate
 def test_matches_thepaper_learning_rate(d_model, warmup, scale):
     schedule = WarmupSchedule(d_model, warmup, scale)
     for t in [0, 1, 10, warmup - 2, warmup - 1, warmup, 5 * warmup]:
-        np.testing.assert_allclose(
+        assert_allclose(
             float(schedule(t)), paper_learning_rate(t + 1, d_model, warmup, scale), rtol=1e-5
         )
 
@@ -20,7 +21,7 @@ def test_the_peak_form_is_fairseqsinverse_sqrt_learning_rate(peak, d_model, warm
     schedule = WarmupSchedule.from_peak(peak, d_model, warmup)
     assert schedule.peak_learning_rate == pytest.approx(peak)
     for t in [0, 1, warmup // 2, warmup - 1, warmup, 4 * warmup - 1]:
-        np.testing.assert_allclose(
+        assert_allclose(
             float(schedule(t)), inverse_sqrt_learning_rate(t + 1, peak, warmup), rtol=1e-5
         )
     # Its config is the scale form's: it loads in any version.

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import keras
 import numpy as np
 
-from tests.backends import to_numpy
+from tests.backends import assert_allclose, assert_array_equal, to_numpy
 
 
 @dataclasses.dataclass
@@ -76,7 +76,7 @@ def check_saved_model(case, tmp_path):
     model.save(path)
     restored = keras.saving.load_model(path)
     expected = to_numpy(model(list(case.inputs)))
-    np.testing.assert_allclose(to_numpy(restored(list(case.inputs))), expected, atol=1e-6)
+    assert_allclose(to_numpy(restored(list(case.inputs))), expected, atol=1e-6)
 
 
 def check_mixed_precision(case, policy, tolerance):
@@ -91,7 +91,7 @@ def check_mixed_precision(case, policy, tolerance):
     assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in layer.weights)
     outputs = to_numpy(keras.ops.cast(outputs, "float32"))
     scale = max(1.0, float(np.abs(expected).max()))
-    np.testing.assert_allclose(outputs, expected, atol=tolerance * scale)
+    assert_allclose(outputs, expected, atol=tolerance * scale)
 
 
 class _MaskProbe(keras.layers.Layer):
@@ -121,6 +121,6 @@ def check_mask_propagation(case):
     ]
     outputs = _call(case.make(), masked, case)
     model = keras.Model(symbolic, _MaskProbe()(outputs))
-    np.testing.assert_array_equal(
+    assert_array_equal(
         to_numpy(model(list(case.inputs))), _padding(case.inputs[0]).astype("float32")
     )

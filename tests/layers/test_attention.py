@@ -6,7 +6,7 @@ import pytest
 
 from keras_transformer.layers import MultiHeadAttention
 from tests import reference
-from tests.backends import tensorflow_only, to_numpy
+from tests.backends import assert_allclose, assert_array_equal, tensorflow_only, to_numpy
 
 BATCH, TQ, TK, DIM, HEADS, KEY_DIM = 3, 5, 7, 12, 3, 4
 
@@ -78,10 +78,10 @@ def test_matches_keras_multi_head_attention(rng, case_name, self_attention, scor
             )
         )
     if scores:
-        np.testing.assert_allclose(results[0][0], results[1][0], atol=1e-5)
-        np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-5)
+        assert_allclose(results[0][0], results[1][0], atol=1e-5)
+        assert_allclose(results[0][1], results[1][1], atol=1e-5)
     else:
-        np.testing.assert_allclose(results[0], results[1], atol=1e-5)
+        assert_allclose(results[0], results[1], atol=1e-5)
 
 
 def test_weights_transfer_both_ways(rng):
@@ -91,7 +91,7 @@ def test_weights_transfer_both_ways(rng):
     x = rng.normal(size=(2, TQ, DIM)).astype("float32")
     fresh(x, x)
     fresh.set_weights(ours.get_weights())
-    np.testing.assert_allclose(fresh(x, x), ours(x, x), atol=1e-5)
+    assert_allclose(fresh(x, x), ours(x, x), atol=1e-5)
 
 
 @pytest.mark.parametrize("case_name", ["none", "both", "all"])
@@ -118,7 +118,7 @@ def test_matches_numpy_reference(rng, case_name):
     if case.get("causal"):
         mask &= np.tril(np.ones((TQ, TK), bool))[None]
     expected = reference.mha(query, value, reference.mha_weights(ours), mask)
-    np.testing.assert_allclose(out, expected, atol=1e-4)
+    assert_allclose(out, expected, atol=1e-4)
 
 
 def test_output_carries_query_mask(rng):
@@ -126,7 +126,7 @@ def test_output_carries_query_mask(rng):
     qmask = _padding([5, 3, 1], TQ)
     q, _ = _masked(rng.normal(size=(BATCH, TQ, DIM)).astype("float32"), qmask)
     out = ours(q, q)
-    np.testing.assert_array_equal(out._keras_mask, qmask)
+    assert_array_equal(out._keras_mask, qmask)
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
@@ -156,7 +156,7 @@ def test_padding_never_changes_unpadded_outputs(rng):
     padded_query = np.concatenate([query, rng.normal(size=(2, 2, DIM))], 1).astype("float32")
     qmask = np.concatenate([np.ones((2, 4)), np.zeros((2, 2))], 1).astype(bool)
     out = layer(padded_query, padded_value, query_mask=qmask, value_mask=vmask)
-    np.testing.assert_allclose(out[:, :4], base, atol=1e-5)
+    assert_allclose(out[:, :4], base, atol=1e-5)
 
 
 def test_causal_future_never_changes_past(rng):
@@ -166,8 +166,8 @@ def test_causal_future_never_changes_past(rng):
     y[:, 4:] = rng.normal(size=(2, 2, DIM))
     a = layer(x, x, use_causal_mask=True)
     b = layer(y, y, use_causal_mask=True)
-    np.testing.assert_allclose(a[:, :4], b[:, :4], atol=1e-6)
-    assert np.abs(np.array(a[:, 4:]) - np.array(b[:, 4:])).max() > 1e-3
+    assert_allclose(a[:, :4], b[:, :4], atol=1e-6)
+    assert np.abs(to_numpy(a[:, 4:]) - to_numpy(b[:, 4:])).max() > 1e-3
 
 
 def _count_fused(layer):
@@ -207,11 +207,11 @@ def test_self_attention_cache_equals_full_causal_pass(rng, use_causal_mask, comp
             return_attention_scores=True,
             use_causal_mask=use_causal_mask,
         )
-        np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
-        np.testing.assert_allclose(scores[:, :, 0, :length], full_scores[:, :, i], atol=1e-5)
+        assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+        assert_allclose(scores[:, :, 0, :length], full_scores[:, :, i], atol=1e-5)
     # Untouched positions stay empty.
     for part in cache:
-        np.testing.assert_array_equal(np.array(part)[:, :, length:], 0.0)
+        assert_array_equal(to_numpy(part)[:, :, length:], 0.0)
     assert fused == ([length] if compiled else [0])
 
 
@@ -221,10 +221,10 @@ def test_several_positions_written_at_once_equal_one_by_one(rng):
     x = rng.normal(size=(BATCH, 5, DIM)).astype("float32")
     full = layer(x, x, use_causal_mask=True)
     out, cache = layer(x[:, :3], x[:, :3], cache=layer.init_cache(BATCH, 7), cache_index=0)
-    np.testing.assert_allclose(out, full[:, :3], atol=1e-5)
+    assert_allclose(out, full[:, :3], atol=1e-5)
     out, cache = layer(x[:, 3:], x[:, 3:], cache=cache, cache_index=3)
-    np.testing.assert_allclose(out, full[:, 3:], atol=1e-5)
-    np.testing.assert_array_equal(np.array(cache[0])[:, :, 5:], 0.0)
+    assert_allclose(out, full[:, 3:], atol=1e-5)
+    assert_array_equal(to_numpy(cache[0])[:, :, 5:], 0.0)
 
 
 @tensorflow_only
@@ -249,9 +249,9 @@ def test_compiled_steps_under_xla_equal_the_graphs(rng, use_bias):
     plain = tf.function(lambda: run(False))()
     compiled = tf.function(lambda: run(True), jit_compile=True)()
     assert fused == [4]  # traced once, four steps
-    np.testing.assert_allclose(compiled[0], plain[0], atol=1e-5)
+    assert_allclose(compiled[0], plain[0], atol=1e-5)
     for a, b in zip(compiled[1], plain[1]):
-        np.testing.assert_allclose(a, b, atol=1e-6)
+        assert_allclose(a, b, atol=1e-6)
 
 
 @pytest.mark.parametrize("beams", [1, 3])
@@ -274,8 +274,8 @@ def test_beams_share_an_untiled_cross_attention_cache(rng, beams, query_length):
         query, memory, cache=layer.precompute_cache(memory), query_mask=qmask,
         value_mask=vmask, return_attention_scores=True,
     )  # fmt: skip
-    np.testing.assert_allclose(out, expected, atol=1e-5)
-    np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
+    assert_allclose(out, expected, atol=1e-5)
+    assert_allclose(scores, expected_scores, atol=1e-5)
 
 
 @tensorflow_only
@@ -300,7 +300,7 @@ def test_self_attention_cache_in_a_compiled_loop(rng):
         )
         return tf.transpose(outs.stack(), [1, 0, 2])
 
-    np.testing.assert_allclose(run(x), full, atol=1e-5)
+    assert_allclose(run(x), full, atol=1e-5)
 
 
 def test_cross_attention_cache_is_computed_once_and_reused(rng):
@@ -311,12 +311,12 @@ def test_cross_attention_cache_is_computed_once_and_reused(rng):
     expected = layer(query, memory, value_mask=vmask)
     cache = layer.precompute_cache(memory)
     out, same_cache = layer(query, memory, cache=cache, value_mask=vmask)
-    np.testing.assert_allclose(out, expected, atol=1e-5)
+    assert_allclose(out, expected, atol=1e-5)
     for same, part in zip(same_cache, cache):
-        np.testing.assert_array_equal(same, part)
+        assert_array_equal(same, part)
     # The cache, not the value, is read: keys and values are not recomputed.
     out_again, _ = layer(query, np.zeros_like(memory), cache=cache, value_mask=vmask)
-    np.testing.assert_allclose(out_again, expected, atol=1e-5)
+    assert_allclose(out_again, expected, atol=1e-5)
 
 
 @pytest.mark.parametrize("case_name", ["none", "query", "value", "both", "explicit", "all"])
@@ -348,8 +348,8 @@ def test_single_query_cached_path_matches_general_path(rng, case_name, dropout, 
             )
             expected, expected_scores = layer(query, memory, **args)
             out, scores, _ = layer(query, memory, cache=cache, **args)
-            np.testing.assert_allclose(np.float32(out), np.float32(expected), atol=atol)
-            np.testing.assert_allclose(np.float32(scores), np.float32(expected_scores), atol=atol)
+            assert_allclose(out, expected, atol=atol)
+            assert_allclose(scores, expected_scores, atol=atol)
             plain = layer(
                 query,
                 memory,
@@ -361,8 +361,8 @@ def test_single_query_cached_path_matches_general_path(rng, case_name, dropout, 
             expected = layer(
                 query, memory, attention_mask=explicit, query_mask=qmask, value_mask=vmask
             )
-            np.testing.assert_allclose(np.float32(plain), np.float32(expected), atol=atol)
-            assert np.all(np.isfinite(np.float32(plain)))
+            assert_allclose(plain, expected, atol=atol)
+            assert np.all(np.isfinite(to_numpy(plain)))
     finally:
         keras.config.set_dtype_policy("float32")
 
@@ -390,7 +390,7 @@ def test_cache_holds_keys_and_values_of_their_own_sizes(rng):
     cache = (keys, values)
     for i in range(3):
         out, cache = layer(x[:, i : i + 1], x[:, i : i + 1], cache=cache, cache_index=i)
-        np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+        assert_allclose(out[:, 0], full[:, i], atol=1e-5)
 
 
 @pytest.mark.parametrize("masked", [False, True])
@@ -414,7 +414,7 @@ def test_one_key_attends_fully_without_a_warning(rng, masked, scores):
     # it attends to nothing, as the reference.
     attended = mask if scores else np.ones_like(mask)
     expected = reference.mha(query, value, reference.mha_weights(ours), attended)
-    np.testing.assert_allclose(out, expected, atol=1e-4)
+    assert_allclose(out, expected, atol=1e-4)
     if scores:
         expected_weights = np.broadcast_to(mask[:, None].astype("float32"), (BATCH, HEADS, TQ, 1))
-        np.testing.assert_allclose(weights, expected_weights, atol=1e-6)
+        assert_allclose(weights, expected_weights, atol=1e-6)

@@ -8,6 +8,7 @@ import pytest
 
 from keras_transformer.layers import Decoder, DecoderBlock, Encoder, EncoderBlock, FeedForward
 from keras_transformer.models import Transformer
+from tests.backends import assert_allclose
 
 OPTIONS = dict(kernel_initializer="ones", bias_initializer=keras.initializers.Constant(0.5))
 BLOCK = dict(d_model=8, num_heads=2, dff=16)
@@ -125,7 +126,7 @@ def test_attention_dropout_drops_attention_weights_alone():
     _build(only_attention), _build(without)
     without.set_weights(only_attention.get_weights())
     inference = keras.ops.convert_to_numpy(only_attention(x, training=False))
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(without(x, training=True)), inference)
+    assert_allclose(keras.ops.convert_to_numpy(without(x, training=True)), inference)
     assert not np.allclose(keras.ops.convert_to_numpy(only_attention(x, training=True)), inference)
 
 

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.layers import Decoder
+from tests.backends import assert_allclose
 
 
 @pytest.mark.parametrize("beams", [1, 2])
@@ -29,7 +30,7 @@ def test_cache_equals_full_pass(rng, norm_first, beams):
             cross_attention_cache=cross,
             cache_index=i,
         )
-        np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+        assert_allclose(out[:, 0], full[:, i], atol=1e-5)
         assert type(cache) is tuple and len(cache) == 2
 
 
@@ -42,14 +43,14 @@ def test_returns_the_last_blocks_cross_attention(rng, with_cache):
     memory = rng.normal(size=(2, 5, 16)).astype("float32")
     spad = np.arange(5)[None] < np.array([[5], [2]])
     out, scores = decoder(x, memory, encoder_outputs_mask=spad, return_attention_scores=True)
-    np.testing.assert_allclose(
+    assert_allclose(
         to_numpy(out), to_numpy(decoder(x, memory, encoder_outputs_mask=spad)), atol=1e-6
     )
     hidden = decoder.blocks[0](x, memory, encoder_outputs_mask=spad)
     _, expected = decoder.blocks[1](
         hidden, memory, encoder_outputs_mask=spad, return_attention_scores=True
     )
-    np.testing.assert_allclose(to_numpy(scores), to_numpy(expected), atol=1e-6)
+    assert_allclose(scores, expected, atol=1e-6)
     assert np.all(to_numpy(scores)[1, :, :, 2:] == 0)  # padded source positions
     if with_cache:
         cache = decoder.init_self_attention_cache(2, 3)
@@ -62,6 +63,4 @@ def test_returns_the_last_blocks_cross_attention(rng, with_cache):
             cache_index=0,
             return_attention_scores=True,
         )
-        np.testing.assert_allclose(
-            to_numpy(step_scores)[:, :, 0], to_numpy(scores)[:, :, 0], atol=1e-5
-        )
+        assert_allclose(to_numpy(step_scores)[:, :, 0], to_numpy(scores)[:, :, 0], atol=1e-5)

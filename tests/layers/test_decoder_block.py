@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.layers import DecoderBlock
-from tests.backends import to_numpy
+from tests.backends import assert_allclose, to_numpy
 from tests.layers import blocks_reference
 from tests.layers.test_encoder_block import _randomize
 
@@ -23,9 +23,9 @@ def test_matches_numpy_reference(rng, norm_first):
     memory = rng.normal(size=(2, 7, D)).astype("float32")
     tpad = np.arange(5)[None] < np.array([[5], [3]])
     spad = np.arange(7)[None] < np.array([[4], [7]])
-    out = np.array(block(x, memory, inputs_mask=tpad, encoder_outputs_mask=spad))
+    out = to_numpy(block(x, memory, inputs_mask=tpad, encoder_outputs_mask=spad))
     expected = blocks_reference.decoder_block(block, x, memory, tpad, spad)
-    np.testing.assert_allclose(out[tpad], expected[tpad], atol=1e-4)
+    assert_allclose(out[tpad], expected[tpad], atol=1e-4)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -42,11 +42,11 @@ def test_returns_the_cross_attention_weights_of_the_reference(rng, norm_first):
         block, x, memory, tpad, spad, return_scores=True
     )
     assert tuple(scores.shape) == (2, HEADS, 5, 7)
-    np.testing.assert_allclose(to_numpy(out)[tpad], expected[tpad], atol=1e-4)
+    assert_allclose(to_numpy(out)[tpad], expected[tpad], atol=1e-4)
     rows = np.broadcast_to(tpad[:, None, :], (2, HEADS, 5))
-    np.testing.assert_allclose(to_numpy(scores)[rows], expected_scores[rows], atol=1e-5)
+    assert_allclose(to_numpy(scores)[rows], expected_scores[rows], atol=1e-5)
     # `cross_attention_scores` is the same call.
-    np.testing.assert_allclose(
+    assert_allclose(
         to_numpy(block.cross_attention_scores(x, memory, tpad, spad))[rows],
         expected_scores[rows],
         atol=1e-5,
@@ -68,9 +68,7 @@ def test_scores_come_after_the_cache(rng):
             cache_index=i,
             return_attention_scores=True,
         )
-        np.testing.assert_allclose(
-            to_numpy(scores)[:, :, 0], to_numpy(full_scores)[:, :, i], atol=1e-5
-        )
+        assert_allclose(to_numpy(scores)[:, :, 0], to_numpy(full_scores)[:, :, i], atol=1e-5)
 
 
 def test_scores_need_a_memory(rng):
@@ -85,7 +83,7 @@ def test_future_target_never_changes_earlier_outputs(rng, norm_first):
     memory = rng.normal(size=(2, 4, D)).astype("float32")
     y = x.copy()
     y[:, 3:] = rng.normal(size=(2, 3, D))
-    np.testing.assert_allclose(block(x, memory)[:, :3], block(y, memory)[:, :3], atol=1e-5)
+    assert_allclose(block(x, memory)[:, :3], block(y, memory)[:, :3], atol=1e-5)
 
 
 def test_source_padding_is_honoured(rng):
@@ -94,9 +92,7 @@ def test_source_padding_is_honoured(rng):
     memory = rng.normal(size=(1, 4, D)).astype("float32")
     noise = np.concatenate([memory, rng.normal(size=(1, 3, D))], 1).astype("float32")
     spad = np.array([[True] * 4 + [False] * 3])
-    np.testing.assert_allclose(
-        block(x, memory), block(x, noise, encoder_outputs_mask=spad), atol=1e-5
-    )
+    assert_allclose(block(x, memory), block(x, noise, encoder_outputs_mask=spad), atol=1e-5)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -117,7 +113,7 @@ def test_cached_steps_equal_full_pass(rng, norm_first):
             cross_attention_cache=cross,
             cache_index=i,
         )
-        np.testing.assert_allclose(out[:, 0], full[:, i], atol=1e-5)
+        assert_allclose(out[:, 0], full[:, i], atol=1e-5)
 
 
 def test_decoder_only_block_skips_cross_attention(rng):

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.layers import Encoder, PositionalEmbedding
+from tests.backends import assert_allclose
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -16,7 +17,7 @@ def test_stack_applies_blocks_in_order(rng, norm_first):
         expected = block(expected, mask=padding)
     if norm_first:
         expected = encoder.final_norm(expected)
-    np.testing.assert_allclose(out, expected, atol=1e-5)
+    assert_allclose(out, expected, atol=1e-5)
     assert len(encoder.blocks) == 3 and (encoder.final_norm is not None) == norm_first
 
 
@@ -31,7 +32,7 @@ def test_functional_model_saves_and_loads(tmp_path, rng):
     path = tmp_path / "encoder.keras"
     model.save(path)
     restored = keras.saving.load_model(path)
-    np.testing.assert_allclose(restored(ids), model(ids), atol=1e-6)
+    assert_allclose(restored(ids), model(ids), atol=1e-6)
 
 
 def test_invalid_num_layers():

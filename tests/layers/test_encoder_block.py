@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.layers import EncoderBlock, PositionalEmbedding
+from tests.backends import assert_allclose, to_numpy
 from tests.layers import blocks_reference
 
 D, HEADS, DFF = 16, 4, 24
@@ -25,9 +26,9 @@ def test_matches_numpy_reference(rng, norm_first, lengths):
     block(x)
     _randomize(block, rng)
     padding = np.arange(6)[None] < np.array(lengths)[:, None]
-    out = np.array(block(x, mask=padding))
+    out = to_numpy(block(x, mask=padding))
     expected = blocks_reference.encoder_block(block, x, padding)
-    np.testing.assert_allclose(out[padding], expected[padding], atol=1e-4)
+    assert_allclose(out[padding], expected[padding], atol=1e-4)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -39,10 +40,10 @@ def test_extra_padding_never_changes_outputs(rng, norm_first, policy):
     ids = rng.integers(1, 30, (2, 5))
     ids[1, 3:] = 0
     padded = np.concatenate([ids, np.zeros((2, 4), int)], 1)
-    a = np.array(block(embed(ids)), np.float32)
-    b = np.array(block(embed(padded)), np.float32)
+    a = to_numpy(block(embed(ids))).astype(np.float32)
+    b = to_numpy(block(embed(padded))).astype(np.float32)
     atol = 1e-2 if policy == "mixed_float16" else 1e-5
-    np.testing.assert_allclose(a[ids != 0], b[:, :5][ids != 0], atol=atol)
+    assert_allclose(a[ids != 0], b[:, :5][ids != 0], atol=atol)
 
 
 def test_explicit_attention_mask_with_keras_mask(rng):
@@ -52,7 +53,7 @@ def test_explicit_attention_mask_with_keras_mask(rng):
     allow_all = np.ones((1, 4, 4), bool)
     a = block(x, mask=padding)
     b = block(x, attention_mask=allow_all, inputs_mask=padding)
-    np.testing.assert_allclose(a, b, atol=1e-6)
+    assert_allclose(a, b, atol=1e-6)
 
 
 def test_in_functional_model_with_masking():
@@ -62,7 +63,7 @@ def test_in_functional_model_with_masking():
     outputs = keras.layers.GlobalAveragePooling1D()(x)
     model = keras.Model(inputs, outputs)
     ids = np.array([[4, 5, 6, 0, 0]])
-    np.testing.assert_allclose(model(ids), model(ids[:, :3]), atol=1e-5)
+    assert_allclose(model(ids), model(ids[:, :3]), atol=1e-5)
 
 
 @pytest.mark.parametrize(

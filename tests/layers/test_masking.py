@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.layers.masking import causal_attention_mask, merge_attention_masks
+from tests.backends import assert_array_equal
 
 NAMES = ("query_mask", "value_mask", "key_mask", "attention_mask", "causal_mask")
 
@@ -37,7 +38,7 @@ def test_causal_mask_lets_a_query_see_keys_up_to_its_position(query_length, key_
     got = keras.ops.convert_to_numpy(causal_attention_mask(query_length, key_length, offset))
     want = np.array([[[j <= i + offset for j in range(key_length)] for i in range(query_length)]])
     assert got.dtype == bool and got.shape == (1, query_length, key_length)
-    np.testing.assert_array_equal(got, want)
+    assert_array_equal(got, want)
 
 
 def test_causal_mask_takes_tensor_lengths_and_offset():
@@ -46,9 +47,7 @@ def test_causal_mask_takes_tensor_lengths_and_offset():
         keras.ops.convert_to_tensor(5),
         keras.ops.convert_to_tensor(3),
     )
-    np.testing.assert_array_equal(
-        keras.ops.convert_to_numpy(got), [[[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]]
-    )
+    assert_array_equal(keras.ops.convert_to_numpy(got), [[[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]])
 
 
 @pytest.mark.parametrize(
@@ -76,7 +75,7 @@ def test_merged_masks_allow_only_what_every_mask_allows(given):
     got = keras.ops.convert_to_numpy(merge_attention_masks(**inputs))
     want = _brute_force(masks, batch, queries, keys)
     assert got.dtype == bool
-    np.testing.assert_array_equal(np.broadcast_to(got, want.shape), want)
+    assert_array_equal(np.broadcast_to(got, want.shape), want)
 
 
 def test_no_mask_merges_to_none():

@@ -4,6 +4,7 @@ import pytest
 
 from keras_transformer.layers import PositionalEmbedding
 from tests import reference
+from tests.backends import assert_allclose, assert_array_equal, to_numpy
 
 
 @pytest.mark.parametrize("scale", [True, False])
@@ -11,11 +12,11 @@ from tests import reference
 def test_sinusoidal_embedding_matches_formula(scale, start_index):
     layer = PositionalEmbedding(20, 8, max_length=16, scale_embeddings=scale)
     ids = np.array([[3, 4, 5, 0], [7, 1, 0, 0]])
-    out = np.array(layer(ids, start_index=start_index))
+    out = to_numpy(layer(ids, start_index=start_index))
     table = np.array(layer.embeddings)
     factor = np.sqrt(8) if scale else 1.0
     pe = reference.position_encoding(16, 8)[start_index : start_index + 4]
-    np.testing.assert_allclose(out, table[ids] * factor + pe[None], atol=1e-5)
+    assert_allclose(out, table[ids] * factor + pe[None], atol=1e-5)
 
 
 @pytest.mark.parametrize("start_index", [0, 3, "tensor"])
@@ -24,9 +25,9 @@ def test_halves_layout_adds_the_reordered_table(start_index):
     ids = np.array([[3, 4, 5, 0]])
     start = keras.ops.convert_to_tensor(2) if start_index == "tensor" else start_index
     first = 2 if start_index == "tensor" else start_index
-    out = np.array(layer(ids, start_index=start))
+    out = to_numpy(layer(ids, start_index=start))
     pe = reference.position_encoding(16, 8)[first : first + 4][:, [0, 2, 4, 6, 1, 3, 5, 7]]
-    np.testing.assert_allclose(out, np.array(layer.embeddings)[ids] * np.sqrt(8) + pe, atol=1e-5)
+    assert_allclose(out, np.array(layer.embeddings)[ids] * np.sqrt(8) + pe, atol=1e-5)
     restored = PositionalEmbedding.from_config(layer.get_config())
     assert restored.position_layout == "halves"
 
@@ -34,7 +35,7 @@ def test_halves_layout_adds_the_reordered_table(start_index):
 def test_the_table_is_there_from_construction_and_none_for_learned_positions():
     layer = PositionalEmbedding(20, 8, max_length=16, position_layout="halves")
     expected = reference.position_encoding(16, 8)[:, [0, 2, 4, 6, 1, 3, 5, 7]]
-    np.testing.assert_allclose(layer.encoding_table, expected, atol=1e-6)
+    assert_allclose(layer.encoding_table, expected, atol=1e-6)
     learned = PositionalEmbedding(20, 8, max_length=10, position_encoding="learned")
     assert learned.encoding_table is None
 
@@ -42,12 +43,12 @@ def test_the_table_is_there_from_construction_and_none_for_learned_positions():
 def test_holding_the_table_is_deprecated_and_changes_nothing():
     layer = PositionalEmbedding(20, 8, max_length=16)
     ids, start = np.array([[3, 4, 5, 0]]), keras.ops.convert_to_tensor(2)
-    before = np.array(layer(ids, start_index=start))
+    before = to_numpy(layer(ids, start_index=start))
     attributes = dict(vars(layer))
     with pytest.warns(DeprecationWarning, match="hold_position_table"):
         layer.hold_position_table()
     assert vars(layer) == attributes
-    np.testing.assert_array_equal(np.array(layer(ids, start_index=start)), before)
+    assert_array_equal(layer(ids, start_index=start), before)
 
 
 @pytest.mark.skipif(keras.config.backend() != "tensorflow", reason="TensorFlow graphs")
@@ -90,10 +91,10 @@ def test_known_positions_trace_only_their_rows():
 def test_learned_positions():
     layer = PositionalEmbedding(20, 8, max_length=10, position_encoding="learned")
     ids = np.array([[3, 4, 5]])
-    out = np.array(layer(ids, start_index=2))
+    out = to_numpy(layer(ids, start_index=2))
     positions = np.array(layer.position_embedding.embeddings)
     expected = np.array(layer.embeddings)[ids] * np.sqrt(8) + positions[2:5][None]
-    np.testing.assert_allclose(out, expected, atol=1e-5)
+    assert_allclose(out, expected, atol=1e-5)
 
 
 @pytest.mark.parametrize("mask_zero", [True, False])
@@ -102,8 +103,8 @@ def test_mask_is_nonzero_ids(mask_zero):
     ids = np.array([[3, 0, 5, 0]])
     mask = layer.compute_mask(ids)
     if mask_zero:
-        np.testing.assert_array_equal(mask, ids != 0)
-        np.testing.assert_array_equal(layer(ids)._keras_mask, ids != 0)
+        assert_array_equal(mask, ids != 0)
+        assert_array_equal(layer(ids)._keras_mask, ids != 0)
     else:
         assert mask is None
 
@@ -114,8 +115,8 @@ def test_mask_propagates_in_a_functional_model():
     pooled = keras.layers.GlobalAveragePooling1D()(x)
     model = keras.Model(inputs, pooled)
     ids = np.array([[3, 4, 0, 0]])
-    expected = np.array(PositionalEmbedding.__call__(model.layers[1], ids))[:, :2].mean(1)
-    np.testing.assert_allclose(model(ids), expected, atol=1e-5)
+    expected = to_numpy(PositionalEmbedding.__call__(model.layers[1], ids))[:, :2].mean(1)
+    assert_allclose(model(ids), expected, atol=1e-5)
 
 
 def test_too_long_sequence_is_a_clear_error():

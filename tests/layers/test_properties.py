@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keras_transformer.layers import Decoder, Encoder
-from tests.backends import to_numpy
+from tests.backends import assert_allclose, to_numpy
 
 D = 8
 # JAX and PyTorch compile each op for every new shape: fewer draws there.
@@ -58,7 +58,7 @@ def test_encoder_ignores_padding(batch, length, extra, heads, norm_first, seed):
     x = rng.normal(size=(batch, length, D)).astype("float32")
     alone = to_numpy(encoder(x, mask=np.ones((batch, length), bool)))
     padded = to_numpy(encoder(_pad(x, extra, rng), mask=_mask(batch, length, extra)))
-    np.testing.assert_allclose(padded[:, :length], alone, atol=1e-4)
+    assert_allclose(padded[:, :length], alone, atol=1e-4)
 
 
 @PROPERTY
@@ -79,7 +79,7 @@ def test_decoder_ignores_target_and_source_padding(
             encoder_outputs_mask=_mask(batch, source_length, extra),
         )
     )
-    np.testing.assert_allclose(padded[:, :length], alone, atol=1e-4)
+    assert_allclose(padded[:, :length], alone, atol=1e-4)
 
 
 @PROPERTY
@@ -94,5 +94,5 @@ def test_decoder_positions_never_see_the_future(batch, length, extra, heads, nor
     changed = x.copy()
     changed[:, cut:] = rng.normal(size=(batch, total - cut, D))
     before, after = to_numpy(decoder(x, memory)), to_numpy(decoder(changed, memory))
-    np.testing.assert_allclose(after[:, :cut], before[:, :cut], atol=1e-4)
+    assert_allclose(after[:, :cut], before[:, :cut], atol=1e-4)
     assert not np.allclose(after[:, cut:], before[:, cut:], atol=1e-4)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.models import Transformer
-from tests.backends import tensorflow_only, to_numpy
+from tests.backends import assert_allclose, tensorflow_only, to_numpy
 from tests.processes import run_python
 
 CONFIG = dict(
@@ -57,9 +57,9 @@ def test_weights_from_another_backend_give_the_same_logits(backend, tmp_path, rn
     model = Transformer(**CONFIG)
     model.build(((None, None), (None, None)))
     model.load_weights(str(tmp_path / "model.weights.h5"))
-    np.testing.assert_allclose(to_numpy(model((src, tgt))), expected, rtol=1e-4, atol=1e-4)
+    assert_allclose(to_numpy(model((src, tgt))), expected, rtol=1e-4, atol=1e-4)
     loaded = keras.saving.load_model(str(tmp_path / "model.keras"))
-    np.testing.assert_allclose(to_numpy(loaded((src, tgt))), expected, rtol=1e-4, atol=1e-4)
+    assert_allclose(to_numpy(loaded((src, tgt))), expected, rtol=1e-4, atol=1e-4)
     # Not trivially equal: training moved the weights away from a fresh model's.
     fresh = Transformer(**CONFIG)
     assert not np.allclose(to_numpy(fresh((src, tgt))), expected, atol=1e-3)

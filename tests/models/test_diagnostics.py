@@ -8,7 +8,7 @@ from keras_transformer.models import (
     encoder_position_similarity,
 )
 from keras_transformer.models.diagnostics import _cosine_similarity_between_positions
-from tests.backends import to_numpy
+from tests.backends import assert_allclose, to_numpy
 
 VOCAB = 40
 
@@ -65,7 +65,7 @@ def test_encoder_similarity_matches_pairwise_numpy(rng, norm_first):
     # The last entry is what the decoder reads: `encode`'s output.
     encoded = to_numpy(model.encode(source, training=False))
     expected[-1] = _numpy_similarity(encoded, mask)
-    np.testing.assert_allclose(values, expected, rtol=1e-4, atol=1e-5)
+    assert_allclose(values, expected, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize(

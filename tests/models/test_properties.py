@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keras_transformer.models import Transformer
-from tests.backends import to_numpy
+from tests.backends import assert_allclose, to_numpy
 
 VOCAB = 30
 # JAX and PyTorch compile each op for every new shape: fewer draws there.
@@ -55,7 +55,7 @@ def test_padding_never_changes_real_logits(
     pad = np.zeros((batch, extra), context.dtype)
     alone = to_numpy(model((context, target)))
     padded = to_numpy(model((np.concatenate([context, pad], 1), np.concatenate([target, pad], 1))))
-    np.testing.assert_allclose(padded[:, :target_length], alone, atol=1e-4)
+    assert_allclose(padded[:, :target_length], alone, atol=1e-4)
 
 
 @PROPERTY
@@ -72,4 +72,4 @@ def test_logits_never_depend_on_later_targets(
     changed = target.copy()
     changed[:, cut:] = rng.integers(1, VOCAB, (batch, total - cut))
     before, after = to_numpy(model((context, target))), to_numpy(model((context, changed)))
-    np.testing.assert_allclose(after[:, :cut], before[:, :cut], atol=1e-4)
+    assert_allclose(after[:, :cut], before[:, :cut], atol=1e-4)

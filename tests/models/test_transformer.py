@@ -8,6 +8,7 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer.models import PRESETS, Transformer
+from tests.backends import assert_allclose, to_numpy
 
 SRC_VOCAB, TGT_VOCAB = 40, 50
 
@@ -43,14 +44,14 @@ def test_padding_never_changes_logits(rng, norm_first, share_embeddings, policy)
         **{"source_vocab_size": SRC_VOCAB, **vocab},
     )
     src, tgt = _batch(rng)
-    logits = np.array(model((src, tgt)))
+    logits = to_numpy(model((src, tgt)))
     assert logits.dtype == np.float32
     padded_src = np.pad(src, ((0, 0), (0, 5)))
     padded_tgt = np.pad(tgt, ((0, 0), (0, 4)))
-    padded = np.array(model((padded_src, padded_tgt)))
+    padded = to_numpy(model((padded_src, padded_tgt)))
     atol = 5e-2 if policy == "mixed_float16" else 1e-4
     real = tgt != 0
-    np.testing.assert_allclose(padded[:, :6][real], logits[real], atol=atol)
+    assert_allclose(padded[:, :6][real], logits[real], atol=atol)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -60,9 +61,9 @@ def test_changing_a_target_token_never_changes_earlier_logits(rng, norm_first):
     tgt[2] = rng.integers(1, TGT_VOCAB, 6)
     changed = tgt.copy()
     changed[:, 4] = (changed[:, 4] % (TGT_VOCAB - 1)) + 1
-    a, b = np.array(model((src, tgt))), np.array(model((src, changed)))
+    a, b = to_numpy(model((src, tgt))), to_numpy(model((src, changed)))
     # Logits at position i see target tokens 0..i.
-    np.testing.assert_allclose(a[:, :4], b[:, :4], atol=1e-5)
+    assert_allclose(a[:, :4], b[:, :4], atol=1e-5)
     assert np.abs(a[:, 4:] - b[:, 4:]).max() > 1e-4
 
 
@@ -71,11 +72,11 @@ def test_cached_decoding_equals_full_pass(rng, norm_first):
     model = _model(norm_first=norm_first)
     src, tgt = _batch(rng)
     tgt[2] = rng.integers(1, TGT_VOCAB, 6)
-    full = np.array(model((src, tgt)))
+    full = to_numpy(model((src, tgt)))
     state = model.init_decoding_state(src, max_length=8)
     for i in range(6):
         logits, state = model.decode_step(tgt[:, i], i, state)
-        np.testing.assert_allclose(logits, full[:, i], atol=1e-4)
+        assert_allclose(logits, full[:, i], atol=1e-4)
 
 
 ARCHITECTURES = {
@@ -111,7 +112,7 @@ def test_compiled_steps_over_shared_source_caches_equal_the_full_pass(rng, overr
     model = Transformer(2, 32, 4, 64, SRC_VOCAB, vocab, dropout=0.0, **overrides)
     src, _ = _batch(rng)
     tgt = rng.integers(1, vocab, (len(src) * beams, 6))
-    full = np.array(model((np.repeat(src, beams, axis=0), tgt)))
+    full = to_numpy(model((np.repeat(src, beams, axis=0), tgt)))
 
     def decode(src, tgt):
         state = model.init_decoding_state(src, 8)
@@ -129,7 +130,7 @@ def test_compiled_steps_over_shared_source_caches_equal_the_full_pass(rng, overr
         return keras.ops.stack(outputs, axis=1)
 
     got = _compiled(decode)(keras.ops.convert_to_tensor(src), keras.ops.convert_to_tensor(tgt))
-    np.testing.assert_allclose(np.asarray(got), full, atol=1e-4)
+    assert_allclose(got, full, atol=1e-4)
 
 
 def test_encode_and_decode_compose_to_call(rng):
@@ -137,7 +138,7 @@ def test_encode_and_decode_compose_to_call(rng):
     src, tgt = _batch(rng)
     encoded = model.encode(src)
     logits = model.decode(tgt, encoded, encoder_padding_mask=src != 0)
-    np.testing.assert_allclose(logits, model((src, tgt)), atol=1e-6)
+    assert_allclose(logits, model((src, tgt)), atol=1e-6)
 
 
 def _hidden_and_logits(model, src, tgt):
@@ -147,7 +148,7 @@ def _hidden_and_logits(model, src, tgt):
     hidden = model.decoder(
         x, encoded, inputs_mask=tgt != 0, encoder_outputs_mask=src != 0, training=False
     )
-    return np.array(hidden), np.array(model((src, tgt), training=False))
+    return to_numpy(hidden), to_numpy(model((src, tgt), training=False))
 
 
 @pytest.mark.parametrize("output_bias", [False, True])
@@ -165,17 +166,17 @@ def test_tied_output_with_separate_vocabularies(rng, output_bias):
     expected = hidden @ np.array(model.target_embedding.embeddings).T
     if output_bias:
         expected = expected + np.array(model.logits_bias)
-    np.testing.assert_allclose(logits, expected, atol=1e-4)
+    assert_allclose(logits, expected, atol=1e-4)
 
 
 def test_output_bias_with_shared_embeddings_shifts_every_logit(rng):
     model = Transformer(2, 32, 4, 64, SRC_VOCAB, SRC_VOCAB, share_embeddings=True, output_bias=True)
     src, tgt = _batch(rng)
     tgt = tgt % SRC_VOCAB
-    before = np.array(model((src, tgt), training=False))
+    before = to_numpy(model((src, tgt), training=False))
     bias = rng.normal(size=SRC_VOCAB).astype("float32")
     model.logits_bias.assign(bias)
-    np.testing.assert_allclose(np.array(model((src, tgt), training=False)) - before,
+    assert_allclose(to_numpy(model((src, tgt), training=False)) - before,
                                np.broadcast_to(bias, before.shape), atol=1e-4)  # fmt: skip
 
 
@@ -189,14 +190,14 @@ def test_output_bias_with_shared_embeddings_shifts_every_logit(rng):
 def test_marian_options_round_trip_their_config(rng, options):
     model = _model(**options)
     src, tgt = _batch(rng)
-    logits = np.array(model((src, tgt), training=False))
+    logits = to_numpy(model((src, tgt), training=False))
     config = model.get_config()
     for key, value in options.items():
         assert config[key] == value
     restored = Transformer.from_config(config)
     restored((src, tgt))
     restored.set_weights(model.get_weights())
-    np.testing.assert_allclose(restored((src, tgt), training=False), logits, atol=1e-6)
+    assert_allclose(restored((src, tgt), training=False), logits, atol=1e-6)
     assert restored.target_embedding.position_layout == model.target_embedding.position_layout
 
 
@@ -208,7 +209,7 @@ def test_shared_embeddings_cannot_untie_the_output():
 def test_save_and_load_in_a_fresh_process(tmp_path, rng):
     model = _model(norm_first=True)
     src, tgt = _batch(rng)
-    expected = np.array(model((src, tgt)))
+    expected = to_numpy(model((src, tgt)))
     np.savez(tmp_path / "batch.npz", src=src, tgt=tgt, logits=expected)
     model.save(tmp_path / "m.keras")
     script = textwrap.dedent(
