@@ -4,14 +4,18 @@
 `TFModelHandlerTensor` loads through Keras 2 and calls the model, not a
 signature): each worker process loads the export once (`CorpusModel`, a
 TensorFlow session of the SavedModel) and runs the task's signature on
-batches that Beam forms between `min_batch_size` and `max_batch_size`,
-sorted by length within each batch so that short sentences are padded to
-short ones. `CorpusTransform` is the job as a `PTransform` from records
-(`records.read_records`) to results, for users who put it inside their
-own pipeline. `run_beam` is what `keras-transformer corpus --engine beam`
-runs: the rest of the command line goes to Beam's `PipelineOptions`
-unchanged, so the runner (`--runner DataflowRunner --project ...`,
-`--runner FlinkRunner --flink_master ...`, the DirectRunner with
+batches of records. `CorpusTransform` is the job as a `PTransform` from
+records (`records.read_records`) to results, for users who put it inside
+their own pipeline: Beam's `SortAndBatchElements` sorts each bundle's
+records by source length and cuts them into batches of up to
+`max_batch_size`, so that short sentences are padded to short ones (a
+compiled export runs each batch as the program of its length bucket),
+and `RunInference` runs the handler on each batch.
+
+`run_beam` is what `keras-transformer corpus --engine beam` runs: the
+rest of the command line goes to Beam's `PipelineOptions` unchanged, so
+the runner (`--runner DataflowRunner --project ...`, `--runner
+FlinkRunner --flink_master ...`, the DirectRunner with
 `--direct_num_workers 2 --direct_running_mode multi_processing`) is the
 user's choice. The results come back to this process, which writes the
 shards whole or not at all, in input order.
@@ -28,6 +32,7 @@ Example (within your own pipeline):
 import json
 import os
 import socket
+import sys
 import tempfile
 
 from keras_transformer._extras import require
@@ -38,40 +43,39 @@ base = require("apache_beam.ml.inference.base", "beam")
 
 
 class ExportHandler(base.ModelHandler):
-    """A Beam `ModelHandler` running an export's signature on records.
+    """A Beam `ModelHandler` running an export's signature on batches of
+    records.
+
+    Each element it takes is one batch, a list of records (as
+    `CorpusTransform` forms them: sorted by length, up to its
+    `max_batch_size`), run as one call of the signature; it answers the
+    list of their results.
 
     Args:
         model: an export base or one version directory.
         task: `translate`, `nbest` or `score` (see `CorpusModel`).
         signature: the signature (default: the task's own).
         version: a version under an export base (default: the newest).
-        min_batch_size, max_batch_size: the batches Beam forms.
         threads: each worker session's TensorFlow threads (default 1:
             a worker is one CPU).
     """
 
-    def __init__(self, model, task="translate", signature=None, version=None,
-                 min_batch_size=1, max_batch_size=64, threads=1):  # fmt: skip
+    def __init__(self, model, task="translate", signature=None, version=None, threads=1):
         super().__init__()
         self.model, self.task, self.signature, self.version = model, task, signature, version
-        self.min_batch_size, self.max_batch_size = min_batch_size, max_batch_size
         self.threads = threads
 
     def load_model(self):
         return CorpusModel(self.model, self.task, self.signature, self.version, self.threads)
 
     def run_inference(self, batch, model, inference_args=None):
-        # Sorted by length within the batch: the signature pads to the longest.
-        order = sorted(range(len(batch)), key=lambda i: len(batch[i]["source"]))
-        results = model.run([batch[i] for i in order])
-        answered = [None] * len(batch)
         worker = f"{socket.gethostname()}:{os.getpid()}"
-        for index, result in zip(order, results):
-            answered[index] = {**result, "_worker": worker}
-        return answered
+        return [[{**result, "_worker": worker} for result in model.run(records)]
+                for records in batch]  # fmt: skip
 
     def batch_elements_kwargs(self):
-        return {"min_batch_size": self.min_batch_size, "max_batch_size": self.max_batch_size}
+        # Each element is a batch already.
+        return {"min_batch_size": 1, "max_batch_size": 1}
 
     def get_metrics_namespace(self):
         return "keras_transformer_corpus"
@@ -82,20 +86,41 @@ class ExportHandler(base.ModelHandler):
         return False
 
 
+def _source_length(record):
+    return len(record["source"])
+
+
 class CorpusTransform(beam.PTransform):
-    """Records -> results (one per record, with its `file` and `line`):
-    `RunInference` with an `ExportHandler`; the arguments are its."""
+    """Records -> results (one per record, with its `file` and `line`).
+
+    Sorts each bundle's records by source length, cuts them into batches
+    of `min_batch_size` to `max_batch_size` (Beam's
+    `SortAndBatchElements`), and runs `RunInference` with an
+    `ExportHandler` on them; the other arguments are the handler's.
+    """
 
     def __init__(self, model, task="translate", signature=None, version=None,
                  min_batch_size=1, max_batch_size=64, threads=1):  # fmt: skip
         super().__init__()
-        self.handler = ExportHandler(model, task, signature, version, min_batch_size,
-                                     max_batch_size, threads)  # fmt: skip
+        self.handler = ExportHandler(model, task, signature, version, threads)
+        self.min_batch_size, self.max_batch_size = min_batch_size, max_batch_size
 
     def expand(self, records):
         from apache_beam.ml.inference.base import RunInference
 
-        return records | "RunInference" >> RunInference(self.handler)
+        return (
+            records
+            | "LengthSortedBatches"
+            >> beam.SortAndBatchElements(
+                min_batch_size=self.min_batch_size,
+                max_batch_size=self.max_batch_size,
+                # Batches are bounded by their count alone.
+                max_batch_weight=sys.maxsize,
+                element_size_fn=_source_length,
+            )
+            | "RunInference" >> RunInference(self.handler)
+            | "Results" >> beam.FlatMap(lambda results: results)
+        )
 
 
 def run_beam(records, options, writer):

@@ -82,3 +82,40 @@ def test_flags_for_beam_without_beam_are_one_clear_error(export_base, corpus, tm
         "keras-transformer corpus: error: unrecognized arguments: --runner DirectRunner "
         "(only --engine beam passes flags on, to Beam)"
     )
+
+
+class _LengthsSeen:
+    """A model that answers each record with its source's length and notes
+    the batches it was given."""
+
+    batches = []
+
+    def run(self, records):
+        _LengthsSeen.batches.append([len(r["source"]) for r in records])
+        return [{**r, "translation": str(len(r["source"]))} for r in records]
+
+
+@pytest.mark.parametrize("max_batch_size", [1, 3, 8])
+def test_batches_are_cut_from_the_bundle_sorted_by_length(monkeypatch, max_batch_size):
+    import apache_beam as beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from keras_transformer.corpus.beam import CorpusTransform, ExportHandler
+
+    monkeypatch.setattr(ExportHandler, "load_model", lambda self: _LengthsSeen())
+    _LengthsSeen.batches = []
+    lengths = np.random.default_rng(max_batch_size).permutation(np.arange(20) % 7)
+    records = [{"file": "f", "line": i, "source": "x" * n} for i, n in enumerate(lengths)]
+    with beam.Pipeline(runner=FnApiRunner()) as pipeline:
+        results = (
+            pipeline
+            | beam.Create(records)
+            | CorpusTransform("unused", max_batch_size=max_batch_size)
+            | beam.Map(lambda r: (r["line"], r["translation"]))
+        )
+        assert_that(results, equal_to([(r["line"], str(len(r["source"]))) for r in records]))
+    # One bundle here: its records in batches of at most `max_batch_size`,
+    # cut in order of length, so each pads to the shortest it can.
+    assert all(0 < len(batch) <= max_batch_size for batch in _LengthsSeen.batches)
+    assert [n for batch in _LengthsSeen.batches for n in batch] == sorted(lengths)
