@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The server's own loading: the session, then the warmup replay.
 _LOAD = """
 import resource, sys
-from keras_transformer.serving import xla_cache
+from keras_transformer.export import xla_cache
 if len(sys.argv) > 2:
     xla_cache.enable(sys.argv[2])
 from keras_transformer.serving.versions import Version

@@ -72,7 +72,8 @@ from tensorflow_serving.apis import (
     status_pb2,
 )
 
-from keras_transformer.serving import grpc_intake, xla_cache
+from keras_transformer.export import xla_cache
+from keras_transformer.serving import grpc_intake
 from keras_transformer.serving.core import Models, ServingError, WorkSlot
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.metrics import UNKNOWN

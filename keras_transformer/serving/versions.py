@@ -13,10 +13,10 @@ import tensorflow as tf
 from tensorflow_serving.apis import get_model_status_pb2
 
 from keras_transformer._version_folders import parse_version_folder, version_folders
+from keras_transformer.export import xla_cache
 from keras_transformer.export.compiled import read_export_info
 from keras_transformer.export.session_model import SessionModel
 from keras_transformer.export.warmup import read_warmup_requests
-from keras_transformer.serving import xla_cache
 from keras_transformer.serving.batching import Batcher
 from keras_transformer.serving.limits import RequestLimits, request_inputs
 from keras_transformer.serving.options import check_labels, parse_version_labels

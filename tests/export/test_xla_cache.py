@@ -9,7 +9,7 @@ import os
 import pytest
 import tensorflow as tf
 
-from keras_transformer.serving import xla_cache
+from keras_transformer.export import xla_cache
 
 DIRECTORY_FLAG = "--tf_xla_persistent_cache_directory"
 PREFIX_FLAG = "--tf_xla_persistent_cache_prefix"
@@ -19,7 +19,10 @@ PREFIX_FLAG = "--tf_xla_persistent_cache_prefix"
 def fresh(monkeypatch):
     """Each test starts with no cache enabled and its own TF_XLA_FLAGS."""
     monkeypatch.setattr(xla_cache, "_enabled", None)
-    monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+    # Set first so that monkeypatch restores it: a flag `enable` leaves
+    # behind would reach every later process of this test worker.
+    monkeypatch.setenv("TF_XLA_FLAGS", "")
+    monkeypatch.delenv("TF_XLA_FLAGS")
 
 
 def _flags():
@@ -114,3 +117,15 @@ def test_a_version_says_what_it_compiled_and_when_the_cache_was_unused(
     else:
         assert f"{stored} of its 3 XLA programs compiled" in caplog.text
         assert version.xla_programs_compiled == stored
+
+
+def test_the_old_module_path_warns_and_is_the_same_module():
+    import importlib
+    import sys
+
+    sys.modules.pop("keras_transformer.serving.xla_cache", None)
+    with pytest.warns(DeprecationWarning, match="moved to keras_transformer.export.xla_cache"):
+        old = importlib.import_module("keras_transformer.serving.xla_cache")
+    assert (old.enable, old.entries, old.cache_prefix) == (
+        xla_cache.enable, xla_cache.entries, xla_cache.cache_prefix,
+    )  # fmt: skip
