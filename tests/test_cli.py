@@ -85,12 +85,17 @@ def test_serve_refuses_a_bad_label_by_name(monkeypatch, tmp_path, capsys):
     assert "LABEL=VERSION" in capsys.readouterr().err
 
 
-def test_serve_names_an_xla_cache_it_cannot_write_in_one_line(tmp_path, capsys):
+@pytest.mark.parametrize("command", ["serve", "corpus"])
+def test_an_xla_cache_it_cannot_write_is_named_in_one_line(command, tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     cache = tmp_path / "file" / "cache"
-    argv = ["serve", "--model-base-path", str(tmp_path), "--model-name", "translator",
-            "--port", "0", "--xla-cache-dir", str(cache)]  # fmt: skip
-    assert cli.main(argv) == 2
+    if command == "serve":
+        argv = ["serve", "--model-base-path", str(tmp_path), "--model-name", "translator",
+                "--port", "0"]  # fmt: skip
+    else:
+        argv = ["corpus", "--model", str(tmp_path), "--input", str(tmp_path / "file"),
+                "--output", str(tmp_path / "out")]  # fmt: skip
+    assert cli.main([*argv, "--xla-cache-dir", str(cache)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"XLA cache directory {cache} cannot be written" in err[0]
 

@@ -58,15 +58,19 @@ class ExportHandler(base.ModelHandler):
         version: a version under an export base (default: the newest).
         threads: each worker session's TensorFlow threads (default 1:
             a worker is one CPU).
+        xla_cache_dir: TensorFlow's persistent XLA cache for each worker
+            (see `CorpusModel`); a path every worker reaches.
     """
 
-    def __init__(self, model, task="translate", signature=None, version=None, threads=1):
+    def __init__(self, model, task="translate", signature=None, version=None, threads=1,
+                 xla_cache_dir=None):  # fmt: skip
         super().__init__()
         self.model, self.task, self.signature, self.version = model, task, signature, version
-        self.threads = threads
+        self.threads, self.xla_cache_dir = threads, xla_cache_dir
 
     def load_model(self):
-        return CorpusModel(self.model, self.task, self.signature, self.version, self.threads)
+        return CorpusModel(self.model, self.task, self.signature, self.version, self.threads,
+                           self.xla_cache_dir)  # fmt: skip
 
     def run_inference(self, batch, model, inference_args=None):
         worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -100,9 +104,9 @@ class CorpusTransform(beam.PTransform):
     """
 
     def __init__(self, model, task="translate", signature=None, version=None,
-                 min_batch_size=1, max_batch_size=64, threads=1):  # fmt: skip
+                 min_batch_size=1, max_batch_size=64, threads=1, xla_cache_dir=None):  # fmt: skip
         super().__init__()
-        self.handler = ExportHandler(model, task, signature, version, threads)
+        self.handler = ExportHandler(model, task, signature, version, threads, xla_cache_dir)
         self.min_batch_size, self.max_batch_size = min_batch_size, max_batch_size
 
     def expand(self, records):
@@ -143,6 +147,7 @@ def run_beam(records, options, writer):
                 options.version,
                 max_batch_size=options.max_batch_size,
                 threads=options.threads,
+                xla_cache_dir=options.xla_cache_dir,
             )  # fmt: skip
             | "Json" >> beam.Map(lambda r: json.dumps(r, ensure_ascii=False))
             | "Write" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl")

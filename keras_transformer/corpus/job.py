@@ -42,6 +42,7 @@ from keras_transformer.corpus.records import (
     read_records,
     read_shards,
 )
+from keras_transformer.export import xla_cache
 
 __all__ = ["ray_dataset", "read_shards", "run_corpus"]
 
@@ -55,6 +56,8 @@ def run_corpus(options):
     `{"records": n, "shards": [paths], "rows_by_worker": {worker: rows}}`."""
     # Bad input fails before any work: the local engine streams the corpus,
     # so it is checked whole first; Ray and Beam take it whole from here.
+    if options.xla_cache_dir is not None:
+        xla_cache.enable(options.xla_cache_dir)  # a folder it cannot write fails here
     records = None
     if options.engine == "local":
         total = count_records(options.input, options.target)
@@ -78,7 +81,7 @@ def _run_beam(records, options, writer):
 
 def _run_local(_, options, writer):
     model = CorpusModel(options.model, options.task, options.signature, options.version,
-                        options.threads)  # fmt: skip
+                        options.threads, options.xla_cache_dir)  # fmt: skip
     records = iter_records(options.input, options.target)
     size = options.max_batch_size * WINDOW
     count = 0
@@ -99,10 +102,10 @@ def _run_local(_, options, writer):
 class _ModelHolder:
     """A Ray actor's model: loaded once, run on each batch it is given."""
 
-    def __init__(self, model, task, signature, version, threads):
+    def __init__(self, model, task, signature, version, threads, xla_cache_dir):
         import ray
 
-        self.model = CorpusModel(model, task, signature, version, threads)
+        self.model = CorpusModel(model, task, signature, version, threads, xla_cache_dir)
         self.worker = ray.get_runtime_context().get_node_id()
 
     def __call__(self, batch):
@@ -139,6 +142,7 @@ def ray_dataset(records, options):
             options.signature,
             options.version,
             options.threads,
+            options.xla_cache_dir,
         ),  # fmt: skip
         batch_size=options.max_batch_size,
         batch_format="numpy",

@@ -3,6 +3,7 @@ engine's workers hold, loaded once per worker process."""
 
 import numpy as np
 
+from keras_transformer.export import xla_cache
 from keras_transformer.export.local import resolve_version_dir
 from keras_transformer.export.session_model import SessionModel, SignatureNotFound
 
@@ -49,6 +50,10 @@ class CorpusModel:
             Serving's `--tensorflow_intra_op_parallelism` and
             `--tensorflow_inter_op_parallelism` (default: TensorFlow's
             own, every core).
+        xla_cache_dir: TensorFlow's persistent XLA cache for this
+            process (`export.xla_cache.enable`), set before the export
+            loads: a `--jit-compile` export reads the programs compiled
+            there before instead of compiling them (default: none).
 
     Raises:
         ValueError: an unknown task, or an export without the signature
@@ -57,9 +62,11 @@ class CorpusModel:
     """
 
     def __init__(self, model_path, task="translate", signature=None, version=None,
-                 threads=None):  # fmt: skip
+                 threads=None, xla_cache_dir=None):  # fmt: skip
         if task not in TASKS:
             raise ValueError(f"`task` must be one of {sorted(TASKS)}. Received: {task!r}")
+        if xla_cache_dir is not None:
+            xla_cache.enable(xla_cache_dir)
         self.task = task
         default, self.outputs = TASKS[task]
         self.signature = signature or default

@@ -50,6 +50,12 @@ class CorpusOptions:
             (a worker is one CPU, as Ray schedules its holders, so that
             workers on one machine do not contend for its cores) and
             TensorFlow's own (every core) with local.
+        xla_cache_dir: a folder where TensorFlow keeps the XLA programs
+            a --jit-compile export compiles, as serve --xla-cache-dir:
+            each worker reads what an earlier job or worker of this
+            kind of machine compiled instead of compiling it again. Give
+            a path every worker reaches (on one machine, any folder);
+            none compiles in each worker.
         ray_address: with ray, the cluster's HOST:PORT (as ray start
             printed it); none starts a Ray of this machine alone.
         beam_args: with beam, Beam's pipeline options (on the command
@@ -71,6 +77,7 @@ class CorpusOptions:
     max_batch_size: int = 64
     workers: int = 2
     worker_threads: int | None = None
+    xla_cache_dir: str | None = None
     ray_address: str | None = None
     # With --engine beam, the rest of the command line (no flag of its own).
     beam_args: list = dataclasses.field(default_factory=list, metadata={"flag": False})

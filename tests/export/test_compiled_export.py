@@ -62,7 +62,7 @@ _SERVE_AS_TF_SERVING = textwrap.dedent("""
     import tensorflow as tf
     from keras_transformer.export import SessionModel
     from keras_transformer.export.warmup import read_warmup_requests
-    from keras_transformer.serving import xla_cache
+    from keras_transformer.export import xla_cache
 
     compiled_dir, plain_dir, cache = sys.argv[1:4]
     xla_cache.enable(cache)
@@ -170,3 +170,30 @@ def test_keras_transformer_serve_warms_it_up_from_the_xla_cache_and_serves_it(
     assert f"0 of its {programs} XLA programs compiled" in server.startup_output
     assert got["translation"] == [t.decode("utf-8") for t in want["translation"]]
     np.testing.assert_allclose(got["score"], want["score"], atol=1e-4)
+
+
+def test_a_corpus_job_keeps_its_programs_in_the_xla_cache_and_reads_them_back(
+    compiled_dir, export_base, tmp_path
+):
+    from keras_transformer.corpus.records import read_shards
+    from keras_transformer.export.local import translate_with_savedmodel
+
+    sentences = ["The dog sleeps.", "", "A young woman reads the book because the children laugh."]
+    (tmp_path / "in.en").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    cache = tmp_path / "cache"
+
+    def run(output):
+        result = subprocess.run(
+            [sys.executable, "-m", "keras_transformer.cli", "corpus", "--model", compiled_dir,
+             "--input", str(tmp_path / "in.en"), "--output", str(tmp_path / output),
+             "--xla-cache-dir", str(cache)],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert [r["translation"] for r in read_shards(str(tmp_path / output))] == want
+        return {entry.name: entry.stat().st_mtime_ns for entry in cache.iterdir()}
+
+    want = translate_with_savedmodel(export_base, sentences)
+    compiled = run("first")
+    assert compiled  # the job's programs, stored as it compiled them
+    assert run("second") == compiled  # read back: none compiled and stored again
