@@ -62,7 +62,7 @@ class ExportHandler(base.ModelHandler):
             (see `CorpusModel`); a path every worker reaches.
     """
 
-    def __init__(self, model, task="translate", signature=None, version=None, threads=1,
+    def __init__(self, model, task="translate", signature=None, version=None, *, threads=1,
                  xla_cache_dir=None):  # fmt: skip
         super().__init__()
         self.model, self.task, self.signature, self.version = model, task, signature, version
@@ -106,7 +106,8 @@ class CorpusTransform(beam.PTransform):
     def __init__(self, model, task="translate", signature=None, version=None,
                  min_batch_size=1, max_batch_size=64, threads=1, xla_cache_dir=None):  # fmt: skip
         super().__init__()
-        self.handler = ExportHandler(model, task, signature, version, threads, xla_cache_dir)
+        self.handler = ExportHandler(model, task, signature, version, threads=threads,
+                                     xla_cache_dir=xla_cache_dir)  # fmt: skip
         self.min_batch_size, self.max_batch_size = min_batch_size, max_batch_size
 
     def expand(self, records):
