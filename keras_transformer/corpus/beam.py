@@ -98,9 +98,10 @@ class CorpusTransform(beam.PTransform):
     """Records -> results (one per record, with its `file` and `line`).
 
     Sorts each bundle's records by source length, cuts them into batches
-    of `min_batch_size` to `max_batch_size` (Beam's
-    `SortAndBatchElements`), and runs `RunInference` with an
-    `ExportHandler` on them; the other arguments are the handler's.
+    of up to `max_batch_size` (Beam's `SortAndBatchElements`, which takes
+    `min_batch_size` too but does not hold a bundle's last batch to it),
+    and runs `RunInference` with an `ExportHandler` on them; the other
+    arguments are the handler's.
     """
 
     def __init__(self, model, task="translate", signature=None, version=None,
