@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from keras_transformer.corpus.job import ray_dataset
+from keras_transformer.corpus.options import CorpusOptions
 from keras_transformer.corpus.records import read_shards
 from keras_transformer.export.local import translate_with_savedmodel
 from tests.corpus.cluster import loopback_cluster
@@ -27,6 +29,35 @@ SOURCES = [
     for w in ("dog", "cat", "girl", "man", "woman", "child")
     for v in ("bird", "book", "garden")
 ] + ["", "A tired teacher gives the red book."]
+
+
+@pytest.mark.parametrize("max_batch_size", [1, 4, 64])
+def test_ray_cuts_its_batches_from_the_records_sorted_by_length(monkeypatch, max_batch_size):
+    import random
+
+    import ray
+
+    given = {}
+
+    class Dataset:  # what the job asks of Ray's dataset, recorded
+        def map_batches(self, fn, **kwargs):
+            given["batch_size"] = kwargs["batch_size"]
+            return self
+
+    def from_items(items):
+        given["items"] = items
+        return Dataset()
+
+    monkeypatch.setattr(ray.data, "from_items", from_items)
+    rng = random.Random(max_batch_size)
+    records = [{"file": "in.en", "line": i, "source": "w " * rng.randrange(40)} for i in range(50)]
+    options = CorpusOptions(model="m", input="in.en", output="out", engine="ray",
+                            max_batch_size=max_batch_size)  # fmt: skip
+    ray_dataset(records, options)
+    assert given["batch_size"] == max_batch_size
+    assert sorted(given["items"], key=lambda r: r["line"]) == records  # each record once
+    lengths = [len(r["source"]) for r in given["items"]]
+    assert lengths == sorted(lengths)
 
 
 def test_the_job_runs_on_both_nodes_and_equals_one_process(export_base, cluster, tmp_path):
