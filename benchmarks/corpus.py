@@ -14,10 +14,16 @@ Each run is a fresh `keras-transformer corpus` process (its model loads
 included; its start is timed apart, on a one-line corpus), on a loopback
 cluster (`tests/corpus/cluster.py`, 127.0.0.2 and .3). Prints, per engine,
 the seconds, sentences per second with and without the start, and the
-scaling from one Ray worker to two.
+scaling from one worker to two. `--xla-cache-dir DIR` gives every job
+`corpus --xla-cache-dir DIR` (a `--jit-compile` export's programs kept
+there, read back by later jobs); `--fresh-xla-cache` gives each engine an
+empty one of its own, so that its workers share the programs compiled
+within its job but none from before. The corpus and the outputs live in a
+temporary folder, deleted at the end.
 
     .venv/bin/python benchmarks/corpus.py --model exports/demo --data "$DATA" \\
-        [--lines 10000] [--engines local,ray1,ray2,beam1,beam2] [--max-batch-size 64]
+        [--lines 10000] [--engines local,ray1,ray2,beam1,beam2] [--max-batch-size 64] \\
+        [--xla-cache-dir DIR | --fresh-xla-cache]
 """
 
 import argparse
@@ -44,10 +50,12 @@ def _sentences(data, lines):
     return [text[i % len(text)] for i in range(lines)]
 
 
-def _job(model, path, output, engine, workers, address, max_batch_size):
+def _job(model, path, output, engine, workers, address, max_batch_size, xla_cache_dir):
     command = [sys.executable, "-m", "keras_transformer.cli", "corpus", "--model", model,
                "--input", path, "--output", output, "--engine", engine,
                "--max-batch-size", str(max_batch_size)]  # fmt: skip
+    if xla_cache_dir:
+        command += ["--xla-cache-dir", xla_cache_dir]
     if engine == "ray":
         command += ["--ray-address", address, "--workers", str(workers)]
     if engine == "beam":
@@ -69,6 +77,13 @@ def main():
     parser.add_argument("--engines", default="local,ray1,ray2,beam1,beam2",
                         help=f"comma-separated, of {', '.join(ENGINES)}")  # fmt: skip
     parser.add_argument("--max-batch-size", type=int, default=64)
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument("--xla-cache-dir", help="the XLA cache every job uses (default: none)")
+    cache.add_argument(
+        "--fresh-xla-cache",
+        action="store_true",
+        help="an empty XLA cache for each engine, shared by its workers",
+    )
     args = parser.parse_args()
     engines = args.engines.split(",")
     unknown = sorted(set(engines) - set(ENGINES))
@@ -77,7 +92,12 @@ def main():
 
     from tests.corpus.cluster import loopback_cluster
 
-    folder = tempfile.mkdtemp(prefix="corpus_bench_")
+    with tempfile.TemporaryDirectory(prefix="corpus_bench_") as folder:
+        rows = _run_engines(args, engines, folder, loopback_cluster)
+    _report(args, rows)
+
+
+def _run_engines(args, engines, folder, loopback_cluster):
     corpus, one = os.path.join(folder, "corpus.en"), os.path.join(folder, "one.en")
     with open(corpus, "w", encoding="utf-8") as f:
         f.write("\n".join(_sentences(args.data, args.lines)) + "\n")
@@ -86,15 +106,22 @@ def main():
     rows = {}
     for name in engines:
         engine, nodes = ENGINES[name]
+        cache = args.xla_cache_dir
+        if args.fresh_xla_cache:
+            cache = os.path.join(folder, f"{name}-xla-cache")
         cluster = loopback_cluster(nodes=nodes, cpus=1) if engine == "ray" else None
         with cluster or contextlib.nullcontext() as address:
             workers = max(nodes, 1)
             start = _job(args.model, one, os.path.join(folder, f"{name}-start"), engine,
-                         workers, address, args.max_batch_size)  # fmt: skip
+                         workers, address, args.max_batch_size, cache)  # fmt: skip
             whole = _job(args.model, corpus, os.path.join(folder, name), engine, workers,
-                         address, args.max_batch_size)  # fmt: skip
+                         address, args.max_batch_size, cache)  # fmt: skip
         rows[name] = (whole, start)
         print(f"{name}: {whole:.1f} s ({start:.1f} s of it the start)", flush=True)
+    return rows
+
+
+def _report(args, rows):
     print("| engine | seconds | sentences/s | sentences/s after the start |")
     print("| --- | --- | --- | --- |")
     for name, (whole, start) in rows.items():
