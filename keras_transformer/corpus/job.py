@@ -10,7 +10,8 @@ where the batches run differs:
   runs in constant memory;
 - `ray`: Ray Data, `map_batches` over an actor pool of `--workers` model
   holders (one model loaded per actor), on the cluster of `--ray-address`,
-  given the records sorted by source length.
+  given the batches this process cuts, sorted by source length as the
+  local engine's.
   An actor that dies is restarted and its batch run again (Ray's task
   retries); the shards are written by the driver, whole or not at all.
 - `beam`: Apache Beam's `RunInference` with a `ModelHandler` of our own
@@ -34,6 +35,7 @@ Example (`--engine local`):
 
 import collections
 import itertools
+import json
 
 from keras_transformer.corpus.model import CorpusModel, length_sorted_batches
 from keras_transformer.corpus.records import (
@@ -101,7 +103,8 @@ def _run_local(_, options, writer):
 
 
 class _ModelHolder:
-    """A Ray actor's model: loaded once, run on each batch it is given."""
+    """A Ray actor's model: loaded once, run on each batch of records it
+    is given (a row of Ray's batch holds one, as JSON)."""
 
     def __init__(self, model, task, signature, version, threads, xla_cache_dir):
         import ray
@@ -110,8 +113,9 @@ class _ModelHolder:
         self.worker = ray.get_runtime_context().get_node_id()
 
     def __call__(self, batch):
-        records = [dict(zip(batch, row)) for row in zip(*batch.values())]
-        results = self.model.run(records)
+        results = []
+        for records in batch["records"]:
+            results += self.model.run(json.loads(records))
         columns = collections.defaultdict(list)
         for result in results:
             for key, value in result.items():
@@ -134,13 +138,17 @@ def ray_dataset(records, options):
     inside their own Ray pipeline. Needs `ray.init` first."""
     import ray
 
-    # Ray cuts its batches from the rows in the order given: sorted by
+    # The driver cuts the batches, as the local engine does: sorted by
     # source length, a batch pads little and a `--jit-compile` export runs
-    # few shape programs. The driver puts the results back in input order.
+    # full programs of few shapes. Ray's own batches would be cut from its
+    # blocks, whose sizes are not multiples of the batch. Each row is one
+    # batch, as JSON (one string for Ray's blocks to hold); the driver puts
+    # the results back in input order.
     window = len(records) // options.max_batch_size + 1
-    ordered = [record for batch in length_sorted_batches(records, options.max_batch_size, window)
-               for _, record in batch]  # fmt: skip
-    dataset = ray.data.from_items(ordered)
+    batches = length_sorted_batches(records, options.max_batch_size, window)
+    rows = [{"records": json.dumps([record for _, record in batch], ensure_ascii=False)}
+            for batch in batches]  # fmt: skip
+    dataset = ray.data.from_items(rows)
     return dataset.map_batches(
         _ModelHolder,
         fn_constructor_args=(
@@ -151,7 +159,7 @@ def ray_dataset(records, options):
             options.threads,
             options.xla_cache_dir,
         ),  # fmt: skip
-        batch_size=options.max_batch_size,
+        batch_size=1,  # one batch of records a call
         batch_format="numpy",
         concurrency=options.workers,
         num_cpus=1,

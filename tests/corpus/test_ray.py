@@ -32,7 +32,8 @@ SOURCES = [
 
 
 @pytest.mark.parametrize("max_batch_size", [1, 4, 64])
-def test_ray_cuts_its_batches_from_the_records_sorted_by_length(monkeypatch, max_batch_size):
+def test_ray_is_given_whole_batches_sorted_by_length(monkeypatch, max_batch_size):
+    import json
     import random
 
     import ray
@@ -50,13 +51,19 @@ def test_ray_cuts_its_batches_from_the_records_sorted_by_length(monkeypatch, max
 
     monkeypatch.setattr(ray.data, "from_items", from_items)
     rng = random.Random(max_batch_size)
-    records = [{"file": "in.en", "line": i, "source": "w " * rng.randrange(40)} for i in range(50)]
+    records = [{"file": "in.en", "line": i, "source": "w é " * rng.randrange(40)}
+               for i in range(50)]  # fmt: skip
     options = CorpusOptions(model="m", input="in.en", output="out", engine="ray",
                             max_batch_size=max_batch_size)  # fmt: skip
     ray_dataset(records, options)
-    assert given["batch_size"] == max_batch_size
-    assert sorted(given["items"], key=lambda r: r["line"]) == records  # each record once
-    lengths = [len(r["source"]) for r in given["items"]]
+    assert given["batch_size"] == 1  # a call takes one of the batches cut here
+    batches = [json.loads(item["records"]) for item in given["items"]]
+    assert [len(b) for b in batches] == [max_batch_size] * (50 // max_batch_size) + (
+        [50 % max_batch_size] if 50 % max_batch_size else []
+    )
+    ordered = [record for batch in batches for record in batch]
+    assert sorted(ordered, key=lambda r: r["line"]) == records  # each record once, intact
+    lengths = [len(r["source"]) for r in ordered]
     assert lengths == sorted(lengths)
 
 
