@@ -144,8 +144,7 @@ def ray_dataset(records, options):
     # blocks, whose sizes are not multiples of the batch. Each row is one
     # batch, as JSON (one string for Ray's blocks to hold); the driver puts
     # the results back in input order.
-    window = len(records) // options.max_batch_size + 1
-    batches = length_sorted_batches(records, options.max_batch_size, window)
+    batches = length_sorted_batches(records, options.max_batch_size, window=None)
     rows = [{"records": json.dumps([record for _, record in batch], ensure_ascii=False)}
             for batch in batches]  # fmt: skip
     dataset = ray.data.from_items(rows)

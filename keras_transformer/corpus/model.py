@@ -113,12 +113,13 @@ class CorpusModel:
 
 def length_sorted_batches(records, max_batch_size, window=8):
     """`records` in batches of at most `max_batch_size`, sorted by source
-    length within windows of `window` batches, so that a batch pads little;
-    each batch is a list of `(index in records, record)`."""
+    length within windows of `window` batches (None: all records as one
+    window), so that a batch pads little; each batch is a list of
+    `(index in records, record)`."""
     if max_batch_size < 1:
         raise ValueError(f"`max_batch_size` must be at least 1. Received: {max_batch_size}")
     indexed = list(enumerate(records))
-    span = max_batch_size * window
+    span = max(len(indexed), 1) if window is None else max_batch_size * window
     for begin in range(0, len(indexed), span):
         chunk = sorted(indexed[begin : begin + span], key=lambda item: len(item[1]["source"]))
         for start in range(0, len(chunk), max_batch_size):

@@ -10,7 +10,7 @@ from keras_transformer.corpus.model import CorpusModel, length_sorted_batches
 @given(
     st.lists(st.text(max_size=12), max_size=60),
     st.integers(min_value=1, max_value=7),
-    st.integers(min_value=1, max_value=4),
+    st.one_of(st.none(), st.integers(min_value=1, max_value=4)),
 )
 def test_batches_hold_every_record_once_and_at_most_the_batch_size(sources, size, window):
     records = [{"source": s} for s in sources]
@@ -20,6 +20,9 @@ def test_batches_hold_every_record_once_and_at_most_the_batch_size(sources, size
     assert all(0 < len(batch) <= size for batch in batches)
     for batch in batches:  # sorted by length within a batch
         lengths = [len(r["source"]) for _, r in batch]
+        assert lengths == sorted(lengths)
+    if window is None:  # one window: sorted across the batches too
+        lengths = [len(r["source"]) for batch in batches for _, r in batch]
         assert lengths == sorted(lengths)
 
 
