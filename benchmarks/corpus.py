@@ -90,14 +90,14 @@ def main():
     if unknown:
         parser.error(f"unknown engines {unknown}; choose from {list(ENGINES)}")
 
-    from tests.corpus.cluster import loopback_cluster
-
     with tempfile.TemporaryDirectory(prefix="corpus_bench_") as folder:
-        rows = _run_engines(args, engines, folder, loopback_cluster)
+        rows = _run_engines(args, engines, folder)
     _report(args, rows)
 
 
-def _run_engines(args, engines, folder, loopback_cluster):
+def _run_engines(args, engines, folder):
+    from tests.corpus.cluster import loopback_cluster
+
     corpus, one = os.path.join(folder, "corpus.en"), os.path.join(folder, "one.en")
     with open(corpus, "w", encoding="utf-8") as f:
         f.write("\n".join(_sentences(args.data, args.lines)) + "\n")
