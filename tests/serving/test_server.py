@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 import threading
@@ -12,6 +13,7 @@ from keras_transformer.decoding import Translator
 from keras_transformer.export import export_version
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from keras_transformer.serving.server import parse_version_labels, start_server
+from tests.processes import REPO, run_python
 from tests.serving.conftest import MAX_LENGTH, copy_base
 
 
@@ -330,3 +332,38 @@ def test_bad_score_requests_are_refused_and_the_server_keeps_serving(client, inp
     with pytest.raises(ValueError, match="One translation a sentence"):
         client.score(["a", "b"], ["x"])
     assert len(client.score(["a"], ["x"])["length"]) == 1
+
+
+_FROZEN = """
+import gc, json, os, signal, threading, types
+from keras_transformer.serving import server
+from keras_transformer.serving.options import ServerOptions
+
+before = gc.get_freeze_count()
+fake = types.SimpleNamespace(grpc_port=1, rest_port=None, stop=lambda drain: None)
+server._entries = lambda options: [types.SimpleNamespace(name="translator")]
+server.start = lambda options, entries: fake
+seen = {}
+
+def after_ready():
+    seen["frozen"] = gc.get_freeze_count()
+    os.kill(os.getpid(), signal.SIGTERM)
+
+real_print = print
+def watch(*args, **kwargs):
+    real_print(*args, **kwargs)
+    if args and str(args[0]).startswith("READY"):
+        threading.Timer(0.1, after_ready).start()
+server.print = watch
+server.serve_forever(ServerOptions(model_base_path="unused", drain_seconds=0))
+real_print(json.dumps({"before": before, "frozen": seen["frozen"]}))
+"""
+
+
+def test_serve_forever_keeps_what_loading_made_out_of_the_garbage_collector():
+    """Once started, the server's objects (TensorFlow's, Keras', the
+    models') are frozen: a full collection no longer scans them."""
+    answer = run_python("-c", _FROZEN, cwd=REPO, timeout=120)
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    counts = json.loads(answer.stdout.strip().splitlines()[-1])
+    assert counts["before"] == 0 and counts["frozen"] > 10_000, counts
