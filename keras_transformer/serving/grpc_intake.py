@@ -16,6 +16,11 @@ Two changes, for the servers whose pool is a `CallPool`:
   no pool thread, its request never read) and counted (`on_expired`). As
   gRPC's core: a call that expired while waiting is not the application's
   work.
+- A call of a connection whose client cancelled most of its recent calls
+  (`cancelling.CancellingClients`) is held, off the pool, until it is due:
+  if its client cancels it meanwhile, it is dropped without a pool thread,
+  the read of its request or the model's work (`on_cancelled`); else it
+  goes to the pool as any other.
 - The intake thread and gRPC's I/O threads (the core's `event_engine`
   threads) run `nice` steps below the rest of the server (Linux), so that
   while the model runs, the flood is taken with the CPU it leaves; a
@@ -26,11 +31,13 @@ Two changes, for the servers whose pool is a `CallPool`:
 grpcio has no public hook at its intake: `install` wraps `grpc._server.
 _handle_call`, checked against the names and parameters it expects, and
 leaves grpcio as it is (with a warning; expired calls are then answered on
-the pool, as before) if they change. Servers whose pool is not a `CallPool`
-are untouched.
+the pool, as before, and no call is held) if they change. Servers whose pool
+is not a `CallPool` are untouched.
 """
 
+import heapq
 import inspect
+import itertools
 import logging
 import os
 import queue
@@ -50,6 +57,8 @@ _HANDLE_CALL_PARAMETERS = (
 )  # fmt: skip
 # How often the intake looks for new gRPC I/O threads to lower.
 _RESCAN_SECONDS = 1.0
+# How often held calls that are due go to the pool.
+_HOLD_TICK_SECONDS = 0.01
 _installed = []
 _install_lock = threading.Lock()
 
@@ -72,6 +81,11 @@ class CallPool(futures.Executor):
         io_nice: how many `nice` steps below the process's main thread the
             intake and gRPC's I/O threads run (Linux; 0 leaves them, at
             most 19).
+        cancelling: a `CancellingClients` that the intake keeps, and by
+            which it holds the calls of connections that cancel most of
+            theirs; None holds no call.
+        on_cancelled: called (no arguments) for each held call dropped
+            because its client cancelled it.
 
     Example:
 
@@ -80,11 +94,14 @@ class CallPool(futures.Executor):
     3
     """
 
-    def __init__(self, max_threads, name, on_expired=None, io_nice=0):
+    def __init__(self, max_threads, name, on_expired=None, io_nice=0, cancelling=None,
+                 on_cancelled=None):  # fmt: skip
         check_nice_steps("io_nice", io_nice)
         self.max_threads = max_threads
         self.name = name
         self.on_expired = on_expired or (lambda: None)
+        self.cancelling = cancelling
+        self.on_cancelled = on_cancelled or (lambda: None)
         self.io_nice = io_nice
         self.queue = queue.SimpleQueue()
         self.lock = threading.Lock()
@@ -98,6 +115,11 @@ class CallPool(futures.Executor):
         self._lowering = io_nice > 0 and sys.platform.startswith("linux")
         self._lowered = set()  # native ids of threads already lowered
         self._scanned = float("-inf")
+        self._held = []  # heap of (due, number, _HeldCall)
+        self._held_lock = threading.Lock()
+        self._held_numbers = itertools.count()
+        if cancelling is not None:
+            threading.Thread(target=self._release_due, name=f"{name}-holder", daemon=True).start()
 
     def submit(self, fn, /, *args, **kwargs):
         future = futures.Future()
@@ -108,6 +130,28 @@ class CallPool(futures.Executor):
                     self.threads += 1
                     self._starts.put(self.threads)
         return future
+
+    def hold(self, seconds):
+        """What the intake submits a call's work to instead of the pool: it
+        keeps the work `seconds`, then gives it to the pool, unless the
+        call ends first (`_HeldCall.drop`)."""
+        return _HeldCall(self, time.monotonic() + seconds)
+
+    def _keep(self, held):
+        with self._held_lock:
+            heapq.heappush(self._held, (held.due, next(self._held_numbers), held))
+
+    def _release_due(self):
+        # One thread wakes every tick for all held calls: a held call costs
+        # no thread of its own, and no wake-up of its own.
+        while True:
+            time.sleep(_HOLD_TICK_SECONDS)
+            now, due = time.monotonic(), []
+            with self._held_lock:
+                while self._held and self._held[0][0] <= now:
+                    due.append(heapq.heappop(self._held)[2])
+            for held in due:
+                held.release()
 
     def _starter(self):
         while True:
@@ -155,6 +199,49 @@ class CallPool(futures.Executor):
             self._lowered.add(tid)
 
 
+class _HeldCall:
+    """A call's work kept from the pool until `due` (monotonic seconds):
+    grpcio's intake submits it here as to the pool, and gets a future that
+    the pool's future completes, or that completes with no work done if the
+    call ends first."""
+
+    def __init__(self, pool, due):
+        self.pool = pool
+        self.due = due
+        self.lock = threading.Lock()
+        self.work = None
+        self.future = futures.Future()
+
+    def submit(self, fn, /, *args, **kwargs):
+        with self.lock:
+            self.work = (fn, args, kwargs)
+        self.pool._keep(self)
+        return self.future
+
+    def release(self):
+        """Gives the work to the pool (once it is due)."""
+        with self.lock:
+            work, self.work = self.work, None
+        if work is not None:
+            fn, args, kwargs = work
+            self.pool.submit(fn, *args, **kwargs).add_done_callback(self._finish)
+
+    def drop(self):
+        """The call ended while held: its work is never done. Returns
+        whether it was still held."""
+        with self.lock:
+            work, self.work = self.work, None
+        if work is not None:
+            self.future.set_result(None)
+        return work is not None
+
+    def _finish(self, done):
+        if done.exception() is not None:
+            self.future.set_exception(done.exception())
+        else:
+            self.future.set_result(done.result())
+
+
 def install():
     """Wraps grpcio's intake for the servers whose pool is a `CallPool`
     (idempotent); returns whether it could."""
@@ -174,6 +261,12 @@ def _wrap_intake():
         rpc_state = _server._RPCState
         parameters = tuple(inspect.signature(handle_call).parameters)
         expired_code = cygrpc.StatusCode.deadline_exceeded
+        # How a call's end is watched: its state's callbacks run once it is
+        # over, and `client` tells whether its client cancelled it.
+        client_cancelled = _server._CANCELLED
+        probe = rpc_state()
+        if probe.callbacks != [] or not all(hasattr(probe, a) for a in ("client", "condition")):
+            raise AttributeError("_RPCState has no callbacks, client or condition")
     except (ImportError, AttributeError, TypeError, ValueError) as error:
         parameters, error_text = (), repr(error)
     else:
@@ -188,16 +281,40 @@ def _wrap_intake():
 
     def _handle_call(rpc_event, method_with_handler, interceptor_pipeline, thread_pool,
                      concurrency_exceeded):  # fmt: skip
-        if isinstance(thread_pool, CallPool) and rpc_event.success:
-            thread_pool.lower_io_threads()
-            deadline = rpc_event.call_details.deadline
-            if deadline is not None and deadline < time.time():
-                state = rpc_state()
-                reject(rpc_event, state, expired_code, b"Deadline Exceeded")
-                thread_pool.on_expired()
-                return state, None
-        return handle_call(rpc_event, method_with_handler, interceptor_pipeline, thread_pool,
-                           concurrency_exceeded)  # fmt: skip
+        if not isinstance(thread_pool, CallPool) or not rpc_event.success:
+            return handle_call(rpc_event, method_with_handler, interceptor_pipeline,
+                               thread_pool, concurrency_exceeded)  # fmt: skip
+        thread_pool.lower_io_threads()
+        deadline = rpc_event.call_details.deadline
+        if deadline is not None and deadline < time.time():
+            state = rpc_state()
+            reject(rpc_event, state, expired_code, b"Deadline Exceeded")
+            thread_pool.on_expired()
+            return state, None
+        cancelling = thread_pool.cancelling
+        if cancelling is None:
+            return handle_call(rpc_event, method_with_handler, interceptor_pipeline,
+                               thread_pool, concurrency_exceeded)  # fmt: skip
+        taken, peer = time.monotonic(), rpc_event.call.peer()
+        seconds = cancelling.hold(peer)
+        held = thread_pool.hold(seconds) if seconds > 0 else None
+        state, future = handle_call(rpc_event, method_with_handler, interceptor_pipeline,
+                                    held or thread_pool, concurrency_exceeded)  # fmt: skip
+        if future is None:  # answered at once (no such method, too many calls)
+            return state, future
+
+        def ended():  # on this thread, once the call is over
+            cancelled = state.client == client_cancelled
+            expired = deadline is not None and deadline <= time.time()
+            if held is not None and cancelled and held.drop():
+                (thread_pool.on_expired if expired else thread_pool.on_cancelled)()
+            if not expired:  # a deadline passing is not its client's doing
+                cancelling.record(peer, cancelled, time.monotonic() - taken)
+
+        with state.condition:
+            if state.callbacks is not None:
+                state.callbacks.append(ended)
+        return state, future
 
     _server._handle_call = _handle_call
     return True

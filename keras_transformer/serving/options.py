@@ -106,6 +106,12 @@ class ServerOptions:
             19; 0 leaves them level): under a flood of calls that expire or
             are cancelled, the flood then gets the CPU the model leaves, and
             a well-behaved call is taken as soon as the model is idle.
+        grpc_hold_cancelling_ms: the longest a call of a connection whose
+            client cancelled most of its recent calls (three in four,
+            weighted to the last eight or so) waits before any work: about
+            twice as long as that connection's calls lived, at least 50 ms.
+            A call its client cancels meanwhile gets no thread and no model
+            work; one still wanted then runs as any other. 0 holds none.
         rest_api_num_threads: REST requests worked on at once, as TF
             Serving's flag; more wait their turn. None is 4 per CPU.
         rest_api_timeout_in_ms: a REST request's time, as TF Serving's
@@ -145,6 +151,7 @@ class ServerOptions:
     grpc_max_threads: int | None = None
     grpc_channel_arguments: str = ""
     grpc_io_nice: int = 19
+    grpc_hold_cancelling_ms: int = 250
     rest_api_num_threads: int | None = None
     rest_api_timeout_in_ms: int = 30000
     xla_cache_dir: str | None = None
@@ -156,7 +163,7 @@ class ServerOptions:
         for name in ("grpc_max_threads", "rest_api_num_threads"):
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))
-        for name in ("port", "batch_timeout_micros"):
+        for name in ("port", "batch_timeout_micros", "grpc_hold_cancelling_ms"):
             check_non_negative_int(name, getattr(self, name))
         check_positive_number(
             "model_config_file_poll_wait_seconds", self.model_config_file_poll_wait_seconds

@@ -36,8 +36,11 @@ semantics:
   before any work (and counted), on the thread that takes calls if it
   expired before it was taken; that thread and gRPC's I/O threads run
   below the model's priority (`grpc_io_nice`), so that clients flooding
-  the server with expiring or cancelled calls do not hold up others. A
-  request of no rows is answered with outputs of no rows;
+  the server with expiring or cancelled calls do not hold up others. The
+  calls of a connection whose client cancels most of its calls wait up to
+  `grpc_hold_cancelling_ms` before any work, and those cancelled meanwhile
+  get none (`cancelling`). A request of no rows is answered with outputs of
+  no rows;
 - a changed model config file is applied whole or not at all: one that
   names a missing base path or a bad label, or whose new model fails to
   start, leaves the models, labels, memory and threads as they were;
@@ -80,6 +83,7 @@ from tensorflow_serving.apis import (
 
 from keras_transformer.export import xla_cache
 from keras_transformer.serving import grpc_intake
+from keras_transformer.serving.cancelling import CancellingClients
 from keras_transformer.serving.core import Models, ServingError, WorkSlot
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.metrics import UNKNOWN
@@ -108,6 +112,9 @@ EXIT_GRACE_SECONDS = 5.0
 # gRPC calls worked on or waiting beside the Predict calls that run: status
 # and metadata calls, and Predict calls waiting their turn (or expiring).
 CALL_THREADS = 128
+# The shortest hold of a call of a connection that cancels most of its
+# calls: time for its client's cancel to reach the server.
+MIN_HOLD_SECONDS = 0.05
 
 
 def request_limits(options):
@@ -243,20 +250,33 @@ class GrpcServer:
         channel_arguments: more `(name, value)` gRPC server arguments.
         io_nice: `nice` steps below the model of the thread that takes
             calls and of gRPC's I/O threads (Linux; 0 to 19).
+        hold_cancelling: the longest, in seconds, that a call of a
+            connection whose client cancels most of its calls waits before
+            any work (`cancelling.CancellingClients`); 0 holds none.
 
     Raises:
         OSError: the address cannot be bound (e.g. the port is in use).
     """
 
     def __init__(self, models, address, predict_threads, max_request_bytes,
-                 channel_arguments=(), io_nice=0):  # fmt: skip
+                 channel_arguments=(), io_nice=0, hold_cancelling=0.0):  # fmt: skip
         grpc_intake.install()
 
-        def expired():  # its request was never read: the model is not known
+        # Calls answered where they enter: their request is never read, so
+        # their model is not known.
+        def expired():
             models.metrics.observe(UNKNOWN, "", "", "grpc", "DEADLINE_EXCEEDED", 0.0)
 
+        def cancelled():
+            models.metrics.observe(UNKNOWN, "", "", "grpc", "CANCELLED", 0.0)
+
+        self.cancelling = None
+        if hold_cancelling > 0:
+            self.cancelling = CancellingClients(
+                min_hold=min(MIN_HOLD_SECONDS, hold_cancelling), max_hold=hold_cancelling
+            )
         self.pool = grpc_intake.CallPool(predict_threads + CALL_THREADS, "grpc", expired,
-                                         io_nice)  # fmt: skip
+                                         io_nice, self.cancelling, cancelled)  # fmt: skip
         options = [
             # A second server on a used port must fail, not share its traffic.
             ("grpc.so_reuseport", 0),
@@ -451,7 +471,7 @@ def start(options=None, entries=None, **legacy):
         grpc_server = GrpcServer(
             models, f"{options.host}:{options.port}", options.predict_threads,
             limits.max_request_bytes + (1 << 20), options.channel_arguments,
-            options.grpc_io_nice,
+            options.grpc_io_nice, options.grpc_hold_cancelling_ms / 1000.0,
         )  # fmt: skip
         if options.rest_api_port is not None:
             rest_server, rest_port = start_rest_server(

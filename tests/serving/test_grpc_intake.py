@@ -10,6 +10,7 @@ from concurrent import futures
 import grpc
 import pytest
 
+from keras_transformer.serving.cancelling import CancellingClients
 from keras_transformer.serving.grpc_intake import CallPool, install
 from tests.processes import REPO, run_python
 
@@ -64,7 +65,8 @@ def test_io_nice_out_of_range_is_refused(io_nice):
 
 class _Service(grpc.GenericRpcHandler):
     """`/t.S/Block` holds the intake thread (handlers are looked up there);
-    `/t.S/Echo` counts the calls that reach the pool."""
+    `/t.S/Echo` counts the calls that reach the pool; `/t.S/Slow` too, then
+    works 0.3 s."""
 
     def __init__(self):
         self.echoed = 0
@@ -73,9 +75,16 @@ class _Service(grpc.GenericRpcHandler):
         self.echoed += 1
         return request
 
+    def slow(self, request, context):
+        self.echoed += 1
+        time.sleep(0.3)
+        return request
+
     def service(self, details):
         if details.method == "/t.S/Block":
             time.sleep(0.5)
+        if details.method == "/t.S/Slow":
+            return grpc.unary_unary_rpc_method_handler(self.slow)
         return grpc.unary_unary_rpc_method_handler(self.echo)
 
 
@@ -113,9 +122,64 @@ def test_calls_expired_before_the_intake_took_them_never_reach_the_pool(ours):
         assert not expired and service.echoed == 2
 
 
+def _wait_for(condition, seconds=10):
+    end = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("ours", [True, False])
+def test_calls_of_a_connection_that_cancels_most_of_its_calls_wait_and_are_dropped(ours):
+    """A connection whose client cancels its calls 50 ms after sending them
+    is found out within a dozen calls; its next calls wait (1 s here) before
+    any thread: those it cancels meanwhile are never worked on, one it
+    keeps is answered after the wait. Another connection is never held."""
+    assert install()
+    cancelling = CancellingClients(min_hold=1.0, max_hold=1.0) if ours else None
+    dropped = []
+    pool = CallPool(8, "test", cancelling=cancelling, on_cancelled=lambda: dropped.append(1))
+    server, port, service = _server(pool)
+    own = [("grpc.use_local_subchannel_pool", 1)]  # a connection each
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=own) as flooding, \
+                grpc.insecure_channel(f"127.0.0.1:{port}", options=own) as good:  # fmt: skip
+            slow = flooding.unary_unary("/t.S/Slow")
+
+            def cancelled_calls(count):
+                for _ in range(count):
+                    call = slow.future(b"x", timeout=10)
+                    time.sleep(0.05)
+                    call.cancel()
+
+            cancelled_calls(12)  # they reach the handler, and are cancelled there
+            if ours:
+                _wait_for(lambda: any(r[0] >= cancelling.share
+                                      for r in list(cancelling.records.values())))  # fmt: skip
+            time.sleep(0.4)  # the last ones' handlers return
+            reached = service.echoed
+            cancelled_calls(5)
+            time.sleep(1.5)  # past the hold
+            started = time.monotonic()
+            assert flooding.unary_unary("/t.S/Echo")(b"k", timeout=10) == b"k"
+            kept = time.monotonic() - started
+            started = time.monotonic()
+            assert good.unary_unary("/t.S/Echo")(b"g", timeout=10) == b"g"
+            other = time.monotonic() - started
+    finally:
+        server.stop(0).wait()
+    if ours:
+        # the last of the first dozen may have been held already
+        assert service.echoed - reached == 2 and len(dropped) in (5, 6)
+        assert kept >= 0.9 and other < 0.5
+    else:  # every call reaches the handler
+        assert service.echoed - reached == 7 and not dropped
+
+
 _LOWERED = """
 import json, os, threading
 import grpc
+from keras_transformer.serving.cancelling import CancellingClients
 from keras_transformer.serving.grpc_intake import CallPool, install
 from tests.serving.test_grpc_intake import _nice, _server
 assert install()

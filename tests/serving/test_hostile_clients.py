@@ -2,10 +2,12 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import threading
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -16,7 +18,14 @@ from tensorflow_serving.apis import predict_pb2
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.server import start_server
-from tests.processes import REPO, read_until, run_python, start_python, start_serve
+from tests.processes import (
+    REPO,
+    free_port,
+    read_until,
+    run_python,
+    start_python,
+    start_serve,
+)
 
 LIMITS = RequestLimits(max_rows=400, max_string_bytes=200, max_request_bytes=20_000)
 BATCH = 8
@@ -382,8 +391,11 @@ def _thread_nice(pid):
     value of its main thread (Linux)."""
     nice, main = {}, None
     for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/stat") as stat:
-            name, _, rest = stat.read().partition("(")[2].rpartition(")")
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+                name, _, rest = stat.read().partition("(")[2].rpartition(")")
+        except FileNotFoundError:  # the thread ended since it was listed
+            continue
         value = int(rest.split()[16])
         nice.setdefault(name, set()).add(value)
         main = value if int(tid) == pid else main
@@ -395,8 +407,12 @@ def test_a_good_client_loses_nothing_while_others_flood_with_expiring_calls(serv
     arrival (1 ms deadlines), then cancel theirs after 0-20 ms, from a
     process of their own; a client beside them loses no request (gRPC's
     core once cancelled arriving calls of every connection). A flooding
-    connection may also be refused streams (UNAVAILABLE) past its 100."""
-    server, port = start_serve(serving_export, "--poll-seconds", "0")
+    connection may also be refused streams (UNAVAILABLE) past its 100.
+    The cancelling connections are found out, and their calls held: many
+    are dropped before any work, counted as CANCELLED at intake."""
+    rest_port = free_port()
+    server, port = start_serve(serving_export, "--poll-seconds", "0",
+                               "--rest-api-port", str(rest_port))  # fmt: skip
     address = f"127.0.0.1:{port}"
     try:
         assert _good_client(address, 4) == ["OK"] * 4
@@ -414,6 +430,12 @@ def test_a_good_client_loses_nothing_while_others_flood_with_expiring_calls(serv
             counts = json.loads(flood.communicate(timeout=60)[0].strip().splitlines()[-1])
             assert codes == ["OK"] * 8, (mode, codes)
             assert sum(counts.values()) > 1000 and set(counts) <= answers, (mode, counts)
+        metrics = urllib.request.urlopen(
+            f"http://127.0.0.1:{rest_port}/monitoring/prometheus/metrics", timeout=30
+        ).read().decode()  # fmt: skip
+        held = re.search(r'request_count\{model_name="<unknown>".*status="CANCELLED"\} (\d+)',
+                         metrics)  # fmt: skip
+        assert held and int(held.group(1)) > 100, metrics[-3000:]
         # The flood was taken below the model's priority: gRPC's intake and
         # I/O threads run 19 nice steps down, the sessions' threads level
         # with the main thread (whatever nice the test runs under).

@@ -45,6 +45,8 @@ def test_from_dict_round_trips_and_refuses_unknown_keys():
         ({"grpc_channel_arguments": "=5"}, "NAME=VALUE"),
         ({"grpc_io_nice": -1}, "grpc_io_nice"),
         ({"grpc_io_nice": 20}, "grpc_io_nice.*0 to 19"),
+        ({"grpc_hold_cancelling_ms": -1}, "grpc_hold_cancelling_ms"),
+        ({"grpc_hold_cancelling_ms": 0.5}, "grpc_hold_cancelling_ms"),
     ],
 )
 def test_bad_values_are_named(values, match):
