@@ -171,7 +171,7 @@ def test_calls_of_a_connection_that_cancels_most_of_its_calls_wait_and_are_dropp
     if ours:
         # the last of the first dozen may have been held already
         assert service.echoed - reached == 2 and len(dropped) in (5, 6)
-        assert kept >= 0.9 and other < 0.5
+        assert kept >= 0.9 and other < 0.9  # held calls wait the whole 1 s
     else:  # every call reaches the handler
         assert service.echoed - reached == 7 and not dropped
 
