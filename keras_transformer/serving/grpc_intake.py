@@ -118,6 +118,7 @@ class CallPool(futures.Executor):
         self._held = []  # heap of (due, number, _HeldCall)
         self._held_lock = threading.Lock()
         self._held_numbers = itertools.count()
+        self._holding = threading.Event()  # set while the heap holds calls
         if cancelling is not None:
             threading.Thread(target=self._release_due, name=f"{name}-holder", daemon=True).start()
 
@@ -140,16 +141,22 @@ class CallPool(futures.Executor):
     def _keep(self, held):
         with self._held_lock:
             heapq.heappush(self._held, (held.due, next(self._held_numbers), held))
+            if len(self._held) == 1:
+                self._holding.set()
 
     def _release_due(self):
         # One thread wakes every tick for all held calls: a held call costs
-        # no thread of its own, and no wake-up of its own.
+        # no thread of its own, and no wake-up of its own. With none held,
+        # it sleeps until one is.
         while True:
+            self._holding.wait()
             time.sleep(_HOLD_TICK_SECONDS)
             now, due = time.monotonic(), []
             with self._held_lock:
                 while self._held and self._held[0][0] <= now:
                     due.append(heapq.heappop(self._held)[2])
+                if not self._held:
+                    self._holding.clear()
             for held in due:
                 held.release()
 
