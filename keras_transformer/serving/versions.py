@@ -2,7 +2,6 @@
 
 import ctypes
 import ctypes.util
-import gc
 import logging
 import os
 import threading
@@ -17,6 +16,7 @@ from keras_transformer.export import xla_cache
 from keras_transformer.export.compiled import read_export_info
 from keras_transformer.export.session_model import SessionModel
 from keras_transformer.export.warmup import read_warmup_requests
+from keras_transformer.serving import collector
 from keras_transformer.serving.batching import Batcher
 from keras_transformer.serving.limits import RequestLimits, request_inputs
 from keras_transformer.serving.options import check_labels, parse_version_labels
@@ -76,6 +76,7 @@ class Version:
         except Exception:
             self.model.close()
             raise
+        collector.after_load()
         self.batching = batching
         self.batchers = {}
         self.lock = threading.Lock()
@@ -168,7 +169,7 @@ class Version:
         self.batchers = {}
         self.model.close()
         self.model = None
-        gc.collect()  # the graph and session go now, not at some later collection
+        collector.after_unload()  # the graph and session go now, frozen or not
         _return_freed_memory()
 
 
