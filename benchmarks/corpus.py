@@ -8,7 +8,11 @@ training set's English side, repeated if it is shorter) with an export:
   model holder;
 - `ray 2`: on a cluster of two nodes of one CPU each, two holders;
 - `beam1`, `beam2`: `--engine beam` on Beam's DirectRunner with one and
-  two worker processes (`--direct_running_mode multi_processing`).
+  two worker processes (`--direct_running_mode multi_processing`);
+- `local1`, `local2`: one and two `corpus --engine local --worker-threads
+  1` processes side by side, each on its share of the lines, no engine:
+  what two workers of one thread can give on this machine, against which
+  Ray's and Beam's scaling is read.
 
 Each run is a fresh `keras-transformer corpus` process (its model loads
 included; its start is timed apart, on a one-line corpus), on a loopback
@@ -22,7 +26,8 @@ within its job but none from before. The corpus and the outputs live in a
 temporary folder, deleted at the end.
 
     .venv/bin/python benchmarks/corpus.py --model exports/demo --data "$DATA" \\
-        [--lines 10000] [--engines local,ray1,ray2,beam1,beam2] [--max-batch-size 64] \\
+        [--lines 10000] [--engines local,local1,local2,ray1,ray2,beam1,beam2] \\
+        [--max-batch-size 64] \\
         [--xla-cache-dir DIR | --fresh-xla-cache]
 """
 
@@ -40,7 +45,8 @@ sys.path.insert(0, REPO)
 
 from multi30k_data import add_data_argument  # noqa: E402
 
-ENGINES = {"local": ("local", 0), "ray1": ("ray", 1), "ray2": ("ray", 2),
+ENGINES = {"local": ("local", 0), "local1": ("local", 1), "local2": ("local", 2),
+           "ray1": ("ray", 1), "ray2": ("ray", 2),
            "beam1": ("beam", 1), "beam2": ("beam", 2)}  # fmt: skip
 
 
@@ -51,9 +57,10 @@ def _sentences(data, lines):
 
 
 def _job(model, path, output, engine, workers, address, max_batch_size, xla_cache_dir):
+    """Seconds of one job; `local` with `workers` runs that many processes
+    of one thread each, side by side, each on its share of the lines."""
     command = [sys.executable, "-m", "keras_transformer.cli", "corpus", "--model", model,
-               "--input", path, "--output", output, "--engine", engine,
-               "--max-batch-size", str(max_batch_size)]  # fmt: skip
+               "--engine", engine, "--max-batch-size", str(max_batch_size)]  # fmt: skip
     if xla_cache_dir:
         command += ["--xla-cache-dir", xla_cache_dir]
     if engine == "ray":
@@ -61,11 +68,38 @@ def _job(model, path, output, engine, workers, address, max_batch_size, xla_cach
     if engine == "beam":
         command += ["--runner", "DirectRunner", "--direct_num_workers", str(workers),
                     "--direct_running_mode", "multi_processing"]  # fmt: skip
+    if engine == "local" and workers:
+        command += ["--worker-threads", "1"]
+        parts = _split(path, workers)
+    else:
+        parts = [path]
     began = time.monotonic()
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-    if result.returncode != 0:
-        raise SystemExit(f"{engine}: {result.stderr[-2000:]}")
-    return time.monotonic() - began
+    processes = [
+        subprocess.Popen(command + ["--input", part, "--output", f"{output}-{i}"], cwd=REPO,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for i, part in enumerate(parts)
+    ]  # fmt: skip
+    errors = [process.communicate()[1] for process in processes]
+    seconds = time.monotonic() - began
+    for process, error in zip(processes, errors):
+        if process.returncode != 0:
+            raise SystemExit(f"{engine}: {error[-2000:]}")
+    return seconds
+
+
+def _split(path, parts):
+    """`path`'s lines in `parts` files of consecutive lines (a one-line
+    file is given whole to each)."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    size = -(-len(lines) // parts)
+    paths = []
+    for i in range(parts):
+        share = lines[i * size : (i + 1) * size] if len(lines) > 1 else lines
+        paths.append(f"{path}.part{i}")
+        with open(paths[-1], "w", encoding="utf-8") as f:
+            f.writelines(share)
+    return paths
 
 
 def main():
@@ -74,7 +108,7 @@ def main():
     parser.add_argument("--model", required=True, help="an export base or version directory")
     add_data_argument(parser)
     parser.add_argument("--lines", type=int, default=10_000, help="sentences translated")
-    parser.add_argument("--engines", default="local,ray1,ray2,beam1,beam2",
+    parser.add_argument("--engines", default="local,local1,local2,ray1,ray2,beam1,beam2",
                         help=f"comma-separated, of {', '.join(ENGINES)}")  # fmt: skip
     parser.add_argument("--max-batch-size", type=int, default=64)
     cache = parser.add_mutually_exclusive_group()
@@ -127,7 +161,7 @@ def _report(args, rows):
     for name, (whole, start) in rows.items():
         print(f"| {name} | {whole:.1f} | {args.lines / whole:.1f} "
               f"| {args.lines / max(whole - start, 1e-9):.1f} |")  # fmt: skip
-    for engine in ("ray", "beam"):
+    for engine in ("local", "ray", "beam"):
         if f"{engine}1" not in rows or f"{engine}2" not in rows:
             continue
         (one_whole, one_start), (two_whole, two_start) = rows[f"{engine}1"], rows[f"{engine}2"]
