@@ -73,15 +73,22 @@ def _job(model, path, output, engine, workers, address, max_batch_size, xla_cach
         parts = _split(path, workers)
     else:
         parts = [path]
+    # Each process logs to a file: a pipe read after another process's end
+    # could fill and stop it.
+    logs = [open(f"{output}-{i}.log", "w+", encoding="utf-8") for i in range(len(parts))]
     began = time.monotonic()
     processes = [
         subprocess.Popen(command + ["--input", part, "--output", f"{output}-{i}"], cwd=REPO,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        for i, part in enumerate(parts)
+                         stdout=subprocess.DEVNULL, stderr=log)
+        for i, (part, log) in enumerate(zip(parts, logs))
     ]  # fmt: skip
-    errors = [process.communicate()[1] for process in processes]
+    for process in processes:
+        process.wait()
     seconds = time.monotonic() - began
-    for process, error in zip(processes, errors):
+    for process, log in zip(processes, logs):
+        log.seek(0)
+        error = log.read()
+        log.close()
         if process.returncode != 0:
             raise SystemExit(f"{engine}: {error[-2000:]}")
     return seconds
