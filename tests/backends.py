@@ -20,8 +20,14 @@ tensorflow_only = pytest.mark.skipif(
 def to_numpy(x):
     """A tensor of any backend (or a nest of them) as NumPy, in float32
     where it is a float of lower precision."""
-    x = keras.ops.convert_to_numpy(x)
-    return x.astype(np.float32) if x.dtype.kind == "f" and x.dtype.itemsize < 4 else x
+
+    def one(t):
+        # One tensor at a time: Keras converts a list of PyTorch tensors
+        # with `np.array`, which a tensor on a GPU refuses.
+        t = keras.ops.convert_to_numpy(t)
+        return t.astype(np.float32) if t.dtype.kind == "f" and t.dtype.itemsize < 4 else t
+
+    return keras.tree.map_structure(one, x)
 
 
 def assert_allclose(actual, desired, **kwargs):

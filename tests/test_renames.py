@@ -194,6 +194,7 @@ def test_the_exports_take_max_length_as_max_output_length(tmp_path):
     # `max_length` is the model's position table; the longest translation
     # is `max_output_length`. The old keyword warns and still counts (here
     # up to the refusal to overwrite an existing folder).
+    pytest.importorskip("tensorflow", reason="the exports are TensorFlow SavedModels")
     from keras_transformer.export import export_translator
 
     with pytest.warns(DeprecationWarning, match="max_output_length"):

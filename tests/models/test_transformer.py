@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 import textwrap
@@ -216,6 +217,8 @@ def test_save_and_load_in_a_fresh_process(tmp_path, rng):
         f"""
         import numpy as np, keras
         import keras_transformer  # registers the classes: no custom_objects
+        from tests.backends import full_float32_products
+        full_float32_products()  # as this process computes (on a GPU, not TF32)
         data = np.load({str(tmp_path / "batch.npz")!r})
         model = keras.saving.load_model({str(tmp_path / "m.keras")!r})
         logits = keras.ops.convert_to_numpy(model((data["src"], data["tgt"])))
@@ -228,6 +231,7 @@ def test_save_and_load_in_a_fresh_process(tmp_path, rng):
         capture_output=True,
         text=True,
         env={"KERAS_BACKEND": keras.backend.backend(), "PATH": "/usr/bin:/bin"},
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
     )
     assert "IDENTICAL" in result.stdout, result.stderr[-3000:]
 
