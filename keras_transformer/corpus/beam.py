@@ -31,6 +31,7 @@ Example (within your own pipeline):
 
 import json
 import os
+import random
 import socket
 import sys
 import tempfile
@@ -129,6 +130,18 @@ class CorpusTransform(beam.PTransform):
         )
 
 
+def _shuffled(records):
+    """The records in a random order, the same on every run. The
+    DirectRunner deals a stage's elements to its workers in turn, in the
+    order they came: in input order, a corpus whose lines alternate short
+    and long (Multi30k's English lines: 43% more characters on every second
+    line of the first 3,000) gives one worker most of the work. Dealt at
+    random, each worker's share of the work is its share of the lines."""
+    order = list(range(len(records)))
+    random.Random(0).shuffle(order)
+    return [records[i] for i in order]
+
+
 def run_beam(records, options, writer):
     """Runs the job on Beam with `options.beam_args` as its pipeline
     options; writes the results to `writer` in input order; returns the
@@ -140,7 +153,7 @@ def run_beam(records, options, writer):
         pipeline = beam.Pipeline(options=PipelineOptions(list(options.beam_args)))
         _ = (
             pipeline
-            | "Records" >> beam.Create(records, reshuffle=True)
+            | "Records" >> beam.Create(_shuffled(records), reshuffle=True)
             | "Translate"
             >> CorpusTransform(
                 options.model,

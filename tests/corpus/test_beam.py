@@ -2,6 +2,7 @@
 the same translations and scores as one process, every line once, both
 processes at work."""
 
+import collections
 import os
 import subprocess
 import sys
@@ -119,3 +120,44 @@ def test_batches_are_cut_from_the_bundle_sorted_by_length(monkeypatch, max_batch
     # cut in order of length, so each pads to the shortest it can.
     assert all(0 < len(batch) <= max_batch_size for batch in _LengthsSeen.batches)
     assert [n for batch in _LengthsSeen.batches for n in batch] == sorted(lengths)
+
+
+class _CharactersByThread:
+    """A model that answers each record with its source's length and
+    counts the characters each worker thread was given."""
+
+    characters = collections.Counter()
+
+    def run(self, records):
+        import threading
+
+        seen = sum(len(r["source"]) for r in records)
+        _CharactersByThread.characters[threading.get_ident()] += seen
+        return [{**r, "translation": str(len(r["source"]))} for r in records]
+
+
+@pytest.mark.parametrize("pattern", ["alternating", "halves"])
+def test_two_workers_get_about_half_the_work_each(monkeypatch, pattern):
+    # The DirectRunner deals elements to its workers in turn, in the order
+    # they come: a corpus whose lines alternate short and long (as
+    # Multi30k's do) must not give one worker the long ones.
+    from keras_transformer.corpus.beam import ExportHandler, run_beam
+
+    monkeypatch.setattr(ExportHandler, "load_model", lambda self: _CharactersByThread())
+    _CharactersByThread.characters = collections.Counter()
+    lengths = [5 if (i % 2 if pattern == "alternating" else i < 200) else 60 for i in range(400)]
+    records = [{"file": "f", "line": i, "source": "x" * n} for i, n in enumerate(lengths)]
+    options = CorpusOptions(
+        model="unused", input="unused", output="unused", engine="beam", max_batch_size=8,
+        beam_args=["--direct_num_workers", "2", "--direct_running_mode", "multi_threading"],
+    )  # fmt: skip
+
+    class Writer(list):
+        write = list.append
+
+    written = Writer()
+    run_beam(records, options, written)
+    assert [r["line"] for r in written] == list(range(400))
+    shares = sorted(_CharactersByThread.characters.values())
+    assert len(shares) == 2 and sum(shares) == sum(lengths), _CharactersByThread.characters
+    assert shares[0] / sum(shares) > 0.45, shares
