@@ -1,4 +1,3 @@
-import os
 import subprocess
 import sys
 import textwrap
@@ -10,6 +9,7 @@ import pytest
 import keras_transformer as kt
 from keras_transformer.models import PRESETS, Transformer
 from tests.backends import assert_allclose, to_numpy
+from tests.processes import REPO
 
 SRC_VOCAB, TGT_VOCAB = 40, 50
 
@@ -231,7 +231,7 @@ def test_save_and_load_in_a_fresh_process(tmp_path, rng):
         capture_output=True,
         text=True,
         env={"KERAS_BACKEND": keras.backend.backend(), "PATH": "/usr/bin:/bin"},
-        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        cwd=REPO,  # where the child imports `tests` from
     )
     assert "IDENTICAL" in result.stdout, result.stderr[-3000:]
 
