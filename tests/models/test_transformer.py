@@ -8,6 +8,7 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer.models import PRESETS, Transformer
+from keras_transformer.models.transformer import TABLE_MAJOR_MAX_ROWS
 from tests.backends import assert_allclose, to_numpy
 from tests.processes import REPO
 
@@ -132,6 +133,38 @@ def test_compiled_steps_over_shared_source_caches_equal_the_full_pass(rng, overr
 
     got = _compiled(decode)(keras.ops.convert_to_tensor(src), keras.ops.convert_to_tensor(tgt))
     assert_allclose(got, full, atol=1e-4)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("output_bias", [False, True])
+@pytest.mark.parametrize("rows", [1, TABLE_MAJOR_MAX_ROWS, TABLE_MAJOR_MAX_ROWS + 1])
+def test_a_steps_tied_projection_equals_the_reference_on_both_sides_of_its_row_bound(
+    rng, rows, output_bias, compiled
+):
+    # Up to TABLE_MAJOR_MAX_ROWS rows a step reads the table as stored,
+    # (E · rowsᵀ)ᵀ; more rows take rows · Eᵀ: both are the same logits.
+    model = _model(tie_output_embeddings=True, output_bias=output_bias, dropout=0.0)
+    src = rng.integers(1, SRC_VOCAB, (rows, 5))
+    tgt = rng.integers(1, TGT_VOCAB, (rows, 2))
+    model((src, tgt))
+    if output_bias:
+        model.logits_bias.assign(rng.normal(size=TGT_VOCAB).astype("float32"))
+    hidden, _ = _hidden_and_logits(model, src, tgt)
+    expected = hidden @ np.array(model.target_embedding.embeddings).T
+    if output_bias:
+        expected = expected + np.array(model.logits_bias)
+
+    def steps(src, tgt):
+        state = model.init_decoding_state(src, 4)
+        outputs = []
+        for i in range(tgt.shape[1]):
+            logits, state = model.decode_step(tgt[:, i], i, state, compiled=compiled)
+            outputs.append(logits)
+        return keras.ops.stack(outputs, axis=1)
+
+    run = _compiled(steps) if compiled else steps
+    got = run(keras.ops.convert_to_tensor(src), keras.ops.convert_to_tensor(tgt))
+    assert_allclose(got, expected, atol=1e-4)
 
 
 def test_encode_and_decode_compose_to_call(rng):
