@@ -17,13 +17,13 @@ RENAMED_ARGUMENTS = {
 }
 
 
-# Up to this many rows (tokens), a decoding step's tied projection reads
-# the embedding table as stored (`Transformer._logits`); more rows, or any
-# row count outside decoding, take `rows · Eᵀ`. Measured with a 58,000 x
-# 512 table at one thread on an AVX2 AMD EPYC: compiled, 24.5 against 44.6
-# ms at 4 rows, 50.0 against 62.7 at 32, 90.0 against 85.8 at 64; in a
-# plain graph (oneDNN) 38 against 347 ms at 4 rows and 196 against 451 at
-# 128, so a step of unknown row count takes the stored layout too.
+# Up to this many rows (tokens), a compiled decoding step's tied projection
+# reads the embedding table as stored (`Transformer._logits`); more rows
+# take `rows · Eᵀ`, as training does. Measured with a 58,000 x 512 table at
+# one thread on an AVX2 AMD EPYC, compiled: 24.5 against 44.6 ms at 4 rows,
+# 50.0 against 62.7 at 32, 90.0 against 85.8 at 64 and 188 against 151 at
+# 128. A step that is not compiled (oneDNN) reads the table as stored at
+# any row count: 38 against 347 ms at 4 rows, 196 against 451 at 128.
 TABLE_MAJOR_MAX_ROWS = 32
 
 
@@ -262,28 +262,48 @@ class Transformer(keras.Model):
         x = self.embedding_dropout(x, training=training)
         return self.encoder(x, mask=ops.not_equal(source_ids, 0), training=training)
 
-    def _logits(self, hidden, step=False):
+    def _logits(self, hidden, step=False, compiled=False):
         rows, restore = _rows.as_rows(hidden)  # one matmul, no tensordot
         if self.output_projection is not None:
             logits = self.output_projection(rows)
-        elif step and not (rows.shape[0] or 0) > TABLE_MAJOR_MAX_ROWS:
-            # A decoding step's few rows against the table as it is stored,
-            # `(E · rowsᵀ)ᵀ`: `rows · Eᵀ` made XLA's dot kernels (YNNPACK)
-            # and oneDNN copy the whole transposed table at every step.
-            # XLA folds the transpose back into the dot unless an operation
-            # sits between: the bias does.
-            embeddings = ops.cast(self.target_embedding.embeddings, hidden.dtype)
-            logits = ops.matmul(embeddings, ops.transpose(rows))  # [vocab, rows]
-            if self.logits_bias is not None:
-                logits = logits + ops.cast(self.logits_bias, logits.dtype)[:, None]
-            logits = ops.transpose(logits)
+        elif not step:
+            logits = self._tied_logits(rows, table_major=False)
+        elif not compiled:
+            # A graph or eager step: oneDNN copies the transposed table at
+            # every `rows · Eᵀ`, whatever the row count.
+            logits = self._tied_logits(rows, table_major=True)
+        elif rows.shape[0] is not None:
+            logits = self._tied_logits(rows, rows.shape[0] <= TABLE_MAJOR_MAX_ROWS)
         else:
-            embeddings = ops.cast(self.target_embedding.embeddings, hidden.dtype)
+            # Traced without its row count (the compiled export's programs):
+            # XLA knows it when it compiles, and keeps one branch.
+            logits = ops.cond(
+                ops.shape(rows)[0] <= TABLE_MAJOR_MAX_ROWS,
+                lambda: self._tied_logits(rows, table_major=True),
+                lambda: self._tied_logits(rows, table_major=False),
+            )
+        # The softmax and loss need float32 under mixed precision.
+        return ops.cast(restore(logits), "float32")
+
+    def _tied_logits(self, rows, table_major):
+        """`rows [n, d_model]` through the tied projection, `[n, vocab]`.
+
+        `table_major`: compute `(E · rowsᵀ)ᵀ`, the table read as it is
+        stored; for few rows `rows · Eᵀ` made XLA's dot kernels (YNNPACK)
+        copy the whole transposed table at every step, as oneDNN does at
+        any row count. XLA folds the transpose back into the dot unless an
+        operation sits between: the bias does.
+        """
+        embeddings = ops.cast(self.target_embedding.embeddings, rows.dtype)
+        if not table_major:
             logits = ops.matmul(rows, ops.transpose(embeddings))
             if self.logits_bias is not None:
                 logits = logits + ops.cast(self.logits_bias, logits.dtype)
-        # The softmax and loss need float32 under mixed precision.
-        return ops.cast(restore(logits), "float32")
+            return logits
+        logits = ops.matmul(embeddings, ops.transpose(rows))  # [vocab, n]
+        if self.logits_bias is not None:
+            logits = logits + ops.cast(self.logits_bias, logits.dtype)[:, None]
+        return ops.transpose(logits)
 
     def decode(
         self,
@@ -350,7 +370,7 @@ class Transformer(keras.Model):
         if self_attention_cache is None:
             return self._logits(outputs)
         hidden, self_attention_cache = outputs
-        return self._logits(hidden, step=True), self_attention_cache
+        return self._logits(hidden, step=True, compiled=compiled), self_attention_cache
 
     def call(self, inputs, training=None):
         source_ids, target_ids = inputs
