@@ -269,8 +269,8 @@ class Transformer(keras.Model):
         elif not step:
             logits = self._tied_logits(rows, table_major=False)
         elif not compiled:
-            # A graph or eager step: oneDNN copies the transposed table at
-            # every `rows · Eᵀ`, whatever the row count.
+            # A step in a TensorFlow graph or eager: oneDNN copies the
+            # transposed table at every `rows · Eᵀ`, whatever the row count.
             logits = self._tied_logits(rows, table_major=True)
         elif rows.shape[0] is not None:
             logits = self._tied_logits(rows, rows.shape[0] <= TABLE_MAJOR_MAX_ROWS)
