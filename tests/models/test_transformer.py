@@ -153,10 +153,7 @@ def test_a_steps_tied_projection_equals_the_reference_on_both_sides_of_its_row_b
     model((src, tgt))
     if output_bias:
         model.logits_bias.assign(rng.normal(size=TGT_VOCAB).astype("float32"))
-    hidden, _ = _hidden_and_logits(model, src, tgt)
-    expected = hidden @ np.array(model.target_embedding.embeddings).T
-    if output_bias:
-        expected = expected + np.array(model.logits_bias)
+    expected, _ = _tied_reference_and_logits(model, src, tgt)
 
     def steps(src, tgt):
         state = model.init_decoding_state(src, 4)
@@ -195,6 +192,17 @@ def _hidden_and_logits(model, src, tgt):
     return to_numpy(hidden), to_numpy(model((src, tgt), training=False))
 
 
+def _tied_reference_and_logits(model, src, tgt):
+    """NumPy's tied projection of the decoder's hidden states (`hidden ·
+    Eᵀ`, plus the output bias where the model has one), and the model's
+    own logits."""
+    hidden, logits = _hidden_and_logits(model, src, tgt)
+    expected = hidden @ np.array(model.target_embedding.embeddings).T
+    if model.logits_bias is not None:
+        expected = expected + np.array(model.logits_bias)
+    return expected, logits
+
+
 @pytest.mark.parametrize("output_bias", [False, True])
 def test_tied_output_with_separate_vocabularies(rng, output_bias):
     model = _model(tie_output_embeddings=True, output_bias=output_bias)
@@ -206,10 +214,7 @@ def test_tied_output_with_separate_vocabularies(rng, output_bias):
     assert any("output_bias" in n for n in names) == output_bias
     if output_bias:
         model.logits_bias.assign(rng.normal(size=TGT_VOCAB).astype("float32"))
-    hidden, logits = _hidden_and_logits(model, src, tgt)
-    expected = hidden @ np.array(model.target_embedding.embeddings).T
-    if output_bias:
-        expected = expected + np.array(model.logits_bias)
+    expected, logits = _tied_reference_and_logits(model, src, tgt)
     assert_allclose(logits, expected, atol=1e-4)
 
 
