@@ -11,7 +11,7 @@ where the batches run differs:
 - `ray`: Ray Data, `map_batches` over an actor pool of `--workers` model
   holders (one model loaded per actor), on the cluster of `--ray-address`,
   given the batches this process cuts, sorted by source length as the
-  local engine's.
+  local engine's, the longest first.
   An actor that dies is restarted and its batch run again (Ray's task
   retries); the shards are written by the driver, whole or not at all.
 - `beam`: Apache Beam's `RunInference` with a `ModelHandler` of our own
@@ -143,8 +143,11 @@ def ray_dataset(records, options):
     # full programs of few shapes. Ray's own batches would be cut from its
     # blocks, whose sizes are not multiples of the batch. Each row is one
     # batch, as JSON (one string for Ray's blocks to hold); the driver puts
-    # the results back in input order.
-    batches = length_sorted_batches(records, options.max_batch_size, window=None)
+    # the results back in input order. The longest batches go first: the
+    # holders take the next as they finish, so the job ends on short
+    # batches and no holder idles long waiting for the other's last one.
+    batches = length_sorted_batches(records, options.max_batch_size, window=None,
+                                    longest_first=True)  # fmt: skip
     rows = [{"records": json.dumps([record for _, record in batch], ensure_ascii=False)}
             for batch in batches]  # fmt: skip
     dataset = ray.data.from_items(rows)

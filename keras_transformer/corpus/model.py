@@ -111,16 +111,18 @@ class CorpusModel:
         self.session.close()
 
 
-def length_sorted_batches(records, max_batch_size, window=8):
+def length_sorted_batches(records, max_batch_size, window=8, longest_first=False):
     """`records` in batches of at most `max_batch_size`, sorted by source
     length within windows of `window` batches (None: all records as one
     window), so that a batch pads little; each batch is a list of
-    `(index in records, record)`."""
+    `(index in records, record)`. `longest_first` sorts each window from
+    the longest source down (the last batch of a window holds the rest)."""
     if max_batch_size < 1:
         raise ValueError(f"`max_batch_size` must be at least 1. Received: {max_batch_size}")
     indexed = list(enumerate(records))
     span = max(len(indexed), 1) if window is None else max_batch_size * window
     for begin in range(0, len(indexed), span):
-        chunk = sorted(indexed[begin : begin + span], key=lambda item: len(item[1]["source"]))
+        chunk = sorted(indexed[begin : begin + span], key=lambda item: len(item[1]["source"]),
+                       reverse=longest_first)  # fmt: skip
         for start in range(0, len(chunk), max_batch_size):
             yield chunk[start : start + max_batch_size]

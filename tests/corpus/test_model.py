@@ -11,19 +11,22 @@ from keras_transformer.corpus.model import CorpusModel, length_sorted_batches
     st.lists(st.text(max_size=12), max_size=60),
     st.integers(min_value=1, max_value=7),
     st.one_of(st.none(), st.integers(min_value=1, max_value=4)),
+    st.booleans(),
 )
-def test_batches_hold_every_record_once_and_at_most_the_batch_size(sources, size, window):
+def test_batches_hold_every_record_once_and_at_most_the_batch_size(
+    sources, size, window, longest_first
+):
     records = [{"source": s} for s in sources]
-    batches = list(length_sorted_batches(records, size, window))
+    batches = list(length_sorted_batches(records, size, window, longest_first))
     indexes = sorted(i for batch in batches for i, _ in batch)
     assert indexes == list(range(len(records)))
     assert all(0 < len(batch) <= size for batch in batches)
     for batch in batches:  # sorted by length within a batch
         lengths = [len(r["source"]) for _, r in batch]
-        assert lengths == sorted(lengths)
+        assert lengths == sorted(lengths, reverse=longest_first)
     if window is None:  # one window: sorted across the batches too
         lengths = [len(r["source"]) for batch in batches for _, r in batch]
-        assert lengths == sorted(lengths)
+        assert lengths == sorted(lengths, reverse=longest_first)
 
 
 @pytest.mark.parametrize(

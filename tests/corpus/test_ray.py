@@ -32,7 +32,7 @@ SOURCES = [
 
 
 @pytest.mark.parametrize("max_batch_size", [1, 4, 64])
-def test_ray_is_given_whole_batches_sorted_by_length(monkeypatch, max_batch_size):
+def test_ray_is_given_whole_batches_sorted_by_length_longest_first(monkeypatch, max_batch_size):
     import json
     import random
 
@@ -64,7 +64,7 @@ def test_ray_is_given_whole_batches_sorted_by_length(monkeypatch, max_batch_size
     ordered = [record for batch in batches for record in batch]
     assert sorted(ordered, key=lambda r: r["line"]) == records  # each record once, intact
     lengths = [len(r["source"]) for r in ordered]
-    assert lengths == sorted(lengths)
+    assert lengths == sorted(lengths, reverse=True)  # the holders end on short batches
 
 
 def test_the_job_runs_on_both_nodes_and_equals_one_process(export_base, cluster, tmp_path):
