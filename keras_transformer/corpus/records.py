@@ -23,6 +23,10 @@ def _files(pattern, flag):
     return files
 
 
+def _count(n, noun):
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 # What `zip_longest` gives for the file that ended first.
 _MISSING = object()
 
@@ -32,7 +36,7 @@ def _paired_files(input_glob, target_glob):
     targets = _files(target_glob, "--target") if target_glob is not None else None
     if targets is not None and len(targets) != len(inputs):
         raise ValueError(
-            f"--target matches {len(targets)} files and --input {len(inputs)}; "
+            f"--target matches {_count(len(targets), 'file')} and --input {len(inputs)}; "
             "they pair in sorted order"
         )
     return inputs, targets
@@ -72,7 +76,7 @@ def iter_records(input_glob, target_glob=None):
                 longer = number + 1 + sum(1 for _ in (paired if line is _MISSING else sources))
                 counts = (number, longer) if line is _MISSING else (longer, number)
                 raise ValueError(
-                    f"{targets[i]} has {counts[1]} lines and {path} {counts[0]}: "
+                    f"{targets[i]} has {_count(counts[1], 'line')} and {path} {counts[0]}: "
                     "a target file must have a line per input line"
                 )
             yield {"file": path, "line": number, "source": line, "target": target}

@@ -46,9 +46,9 @@ def test_targets_pair_with_the_inputs_in_sorted_order(tmp_path):
     [
         ({}, None, "--input '.*nothing-\\*' matches no file"),
         ({"a.en": "x\n"}, "*.de", "--target '.*' matches no file"),
-        ({"a.en": "x\ny\n", "a.de": "x\n"}, "*.de", "a.de has 1 lines and .*a.en 2"),
+        ({"a.en": "x\ny\n", "a.de": "x\n"}, "*.de", "a.de has 1 line and .*a.en 2"),
         ({"a.en": "x\n", "a.de": "x\ny\nz\n"}, "*.de", "a.de has 3 lines and .*a.en 1"),
-        ({"a.en": "x\n", "b.en": "y\n", "a.de": "x\n"}, "*.de", "matches 1 files and --input 2"),
+        ({"a.en": "x\n", "b.en": "y\n", "a.de": "x\n"}, "*.de", "matches 1 file and --input 2"),
         ({"a.en": b"ok\n\xff\xfe bad\n"}, None, "a.en: line 2 is not UTF-8"),
     ],
 )
