@@ -32,7 +32,10 @@ attack class (`--attackers` threads each):
 flooding ones. `--server-cpus 0 --flood-cpus 1` pins the server (and this
 process, the good clients) and the flood processes to CPUs of their own,
 in both phases: the flood then takes no CPU from the server, as when the
-flooding clients are other machines.
+flooding clients are other machines. `--server-nice N` starts the server
+`N` nice steps from this process's priority (a negative `N`, above the
+flood's, needs root), as an operator gives a server priority over the
+other processes of its machine.
 
 Prints, per phase, the good requests' count, errors, p50/p99 latency and
 sentences per second; the attack requests by class and status; the server's
@@ -116,7 +119,7 @@ def _pinned(command, cpus):
 
 
 class _Server:
-    def __init__(self, base, workdir, rest_timeout_ms, cpus=None, flags=()):
+    def __init__(self, base, workdir, rest_timeout_ms, cpus=None, flags=(), nice=0):
         self.base = os.path.abspath(base)
         self.config = os.path.join(workdir, "models.config")
         self.write_config(version=1)
@@ -130,6 +133,8 @@ class _Server:
         self.process = subprocess.Popen(
             _pinned(command, cpus), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            # In the child before it runs: a priority it may not take fails here, loudly.
+            preexec_fn=(lambda: os.nice(nice)) if nice else None,
         )  # fmt: skip
         for line in self.process.stdout:
             if line.startswith("READY"):
@@ -406,6 +411,9 @@ def main():
     parser.add_argument("--workdir", default=None, help="where the model config file goes")
     parser.add_argument("--server-cpus", help="CPUs of the server and good clients, e.g. 0")
     parser.add_argument("--flood-cpus", help="CPUs of the flood processes, e.g. 1")
+    parser.add_argument("--server-nice", type=int, default=0,
+                        help="nice steps of the server from this process's priority; "
+                        "negative needs root")  # fmt: skip
     parser.add_argument("--serve-flags", type=str.split, default=[],
                         help="more flags of `keras-transformer serve`, in one string")  # fmt: skip
     args = parser.parse_args()
@@ -418,8 +426,10 @@ def main():
     workdir = args.workdir or tempfile.mkdtemp(prefix="serve_load_")
     if args.server_cpus is not None:  # before any thread: they inherit it
         os.sched_setaffinity(0, _cpu_list(args.server_cpus))
+    if args.server_nice < 0 and os.getuid() != 0:
+        parser.error(f"--server-nice {args.server_nice} raises a priority: it needs root")
     server = _Server(args.model_base_path, workdir, args.rest_timeout_ms, args.server_cpus,
-                     args.serve_flags)  # fmt: skip
+                     args.serve_flags, args.server_nice)  # fmt: skip
     server.flood_clients, server.flood_cpus = args.flood_clients, args.flood_cpus
     sentences = [en for en, _ in generate_pairs(500, seed=99)]
     try:
