@@ -10,8 +10,9 @@ then (a user gave up, a hedged request was answered elsewhere, a
 translate-as-you-type box sent a newer text), not nearly all of them.
 
 So the gRPC server keeps, for each connection (gRPC's peer address), an
-exponentially weighted share of its calls that its client cancelled, and
-how long those lived in the server. While that share is at least `share`,
+exponentially weighted share of its calls that its client cancelled (a
+plain average over its first eight), and how long those lived in the
+server. From its fourth call, while that share is at least `share`,
 the connection's next calls wait, before a thread or the model takes them,
 for about twice as long as its calls usually lived (between `min_hold` and
 `max_hold`): a call whose client cancels it meanwhile is never worked on; one
@@ -25,8 +26,14 @@ import threading
 from keras_transformer._validation import check_positive_int
 
 # How much one call moves its connection's record (an exponentially
-# weighted average): the last eight or so calls count.
+# weighted average): the last eight or so calls count. A connection's first
+# calls are averaged plainly (the n-th weighs 1/n until 1/n falls to WEIGHT),
+# so that a new connection's record says what its few calls did: from a
+# share of 0, a flood's connection took 11 calls to be held, and a flood
+# that opens a new connection every ten calls was never held.
 WEIGHT = 1 / 8
+# Calls a connection makes before its record can hold it.
+MIN_CALLS = 4
 
 
 class CancellingClients:
@@ -66,7 +73,8 @@ class CancellingClients:
         self.max_hold = max_hold
         self.max_connections = max_connections
         self.lock = threading.Lock()
-        # peer -> [share of its calls cancelled, seconds its cancelled calls lived]
+        # peer -> [share of its calls cancelled, seconds its cancelled calls
+        # lived, its calls, its cancelled calls]
         self.records = collections.OrderedDict()
 
     def hold(self, peer):
@@ -74,7 +82,7 @@ class CancellingClients:
         its client cancelled most of its recent calls."""
         with self.lock:
             record = self.records.get(peer)
-        if record is None or record[0] < self.share:
+        if record is None or record[2] < MIN_CALLS or record[0] < self.share:
             return 0.0
         return min(self.max_hold, max(self.min_hold, 2 * record[1]))
 
@@ -82,12 +90,12 @@ class CancellingClients:
         """Counts a call of `peer` that ended: whether its client cancelled
         it, and `lived`, the seconds from its arrival to its end."""
         with self.lock:
-            record = self.records.pop(peer, None)
-            if record is None:
-                record = [0.0, lived if cancelled else 0.0]
-            record[0] += WEIGHT * (float(cancelled) - record[0])
+            record = self.records.pop(peer, None) or [0.0, 0.0, 0, 0]
+            record[2] += 1
+            record[0] += max(WEIGHT, 1 / record[2]) * (float(cancelled) - record[0])
             if cancelled:
-                record[1] += WEIGHT * (lived - record[1])
+                record[3] += 1
+                record[1] += max(WEIGHT, 1 / record[3]) * (lived - record[1])
             self.records[peer] = record  # the one seen most recently last
             while len(self.records) > self.max_connections:
                 self.records.popitem(last=False)

@@ -4,22 +4,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keras_transformer.serving.cancelling import WEIGHT, CancellingClients
+from keras_transformer.serving.cancelling import MIN_CALLS, WEIGHT, CancellingClients
 
 PEER = b"ipv4:127.0.0.1:5000"
 
 
+def _average(values):
+    """The plain mean of the first 1/WEIGHT values, then an exponentially
+    weighted average moving by WEIGHT a value; 0 for none."""
+    first = round(1 / WEIGHT)
+    if not values:
+        return 0.0
+    average = sum(values[:first]) / len(values[:first])
+    for value in values[first:]:
+        average = (1 - WEIGHT) * average + WEIGHT * value
+    return average
+
+
 def _reference(outcomes, share=0.75, min_hold=0.05, max_hold=0.25):
-    """The hold after `outcomes` ([(cancelled, lived)]), from the formulas:
-    both averages start at the first call, then move by WEIGHT a call."""
-    cancelled_share = lived = None
-    for cancelled, seconds in outcomes:
-        if cancelled_share is None:
-            cancelled_share, lived = 0.0, (seconds if cancelled else 0.0)
-        cancelled_share = (1 - WEIGHT) * cancelled_share + WEIGHT * cancelled
-        if cancelled:
-            lived = (1 - WEIGHT) * lived + WEIGHT * seconds
-    if cancelled_share is None or cancelled_share < share:
+    """The hold after `outcomes` ([(cancelled, lived)]), from the formulas."""
+    cancelled_share = _average([float(cancelled) for cancelled, _ in outcomes])
+    lived = _average([seconds for cancelled, seconds in outcomes if cancelled])
+    if len(outcomes) < MIN_CALLS or cancelled_share < share:
         return 0.0
     return min(max_hold, max(min_hold, 2 * lived))
 
@@ -33,6 +39,11 @@ def _reference(outcomes, share=0.75, min_hold=0.05, max_hold=0.25):
         ("CCCA" * 6, False),  # three in four, weighted to the last: not yet
         ("A" * 4 + "C" * 16, True),
         ("C" * 16 + "A" * 4, False),  # answered again: forgiven
+        ("C" * 3, False),  # too few calls to judge
+        ("C" * 4, True),  # a new connection's flood: held from its fifth call
+        ("ACCC", True),  # three of its first four
+        ("AACC", False),
+        ("CCCCA", True),  # four of five
     ],
 )
 def test_a_connection_is_held_while_it_cancels_most_of_its_calls(pattern, held):
