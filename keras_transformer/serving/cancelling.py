@@ -73,29 +73,27 @@ class CancellingClients:
         self.max_hold = max_hold
         self.max_connections = max_connections
         self.lock = threading.Lock()
-        # peer -> [share of its calls cancelled, seconds its cancelled calls
-        # lived, its calls, its cancelled calls]
+        # peer -> (share of its calls cancelled, seconds its cancelled calls
+        # lived), each an `_Average`
         self.records = collections.OrderedDict()
 
     def hold(self, peer):
         """Seconds the next call of `peer` waits before any work: 0 unless
         its client cancelled most of its recent calls."""
         with self.lock:
-            record = self.records.get(peer)
-        if record is None or record[2] < MIN_CALLS or record[0] < self.share:
-            return 0.0
-        return min(self.max_hold, max(self.min_hold, 2 * record[1]))
+            cancelled, lived = self.records.get(peer, (None, None))
+            if cancelled is None or cancelled.count < MIN_CALLS or cancelled.value < self.share:
+                return 0.0
+            return min(self.max_hold, max(self.min_hold, 2 * lived.value))
 
     def record(self, peer, cancelled, lived):
         """Counts a call of `peer` that ended: whether its client cancelled
         it, and `lived`, the seconds from its arrival to its end."""
         with self.lock:
-            record = self.records.pop(peer, None) or [0.0, 0.0, 0, 0]
-            record[2] += 1
-            record[0] += max(WEIGHT, 1 / record[2]) * (float(cancelled) - record[0])
+            record = self.records.pop(peer, None) or (_Average(), _Average())
+            record[0].add(float(cancelled))
             if cancelled:
-                record[3] += 1
-                record[1] += max(WEIGHT, 1 / record[3]) * (lived - record[1])
+                record[1].add(lived)
             self.records[peer] = record  # the one seen most recently last
             while len(self.records) > self.max_connections:
                 self.records.popitem(last=False)
@@ -103,3 +101,17 @@ class CancellingClients:
     def __len__(self):
         with self.lock:
             return len(self.records)
+
+
+class _Average:
+    """The plain mean of the first values, then an exponentially weighted
+    average moving by `WEIGHT` a value (from the `1/WEIGHT`-th on)."""
+
+    __slots__ = ("value", "count")
+
+    def __init__(self):
+        self.value, self.count = 0.0, 0
+
+    def add(self, value):
+        self.count += 1
+        self.value += max(WEIGHT, 1 / self.count) * (value - self.value)

@@ -154,7 +154,7 @@ def test_calls_of_a_connection_that_cancels_most_of_its_calls_wait_and_are_dropp
 
             cancelled_calls(12)  # the first four reach the handler, and are cancelled there
             if ours:
-                _wait_for(lambda: any(r[0] >= cancelling.share
+                _wait_for(lambda: any(r[0].value >= cancelling.share
                                       for r in list(cancelling.records.values())))  # fmt: skip
             time.sleep(0.4)  # the last ones' handlers return
             reached = service.echoed
