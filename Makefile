@@ -34,9 +34,10 @@ lint: $(STAMP)
 # JAX and PyTorch suites beside the TensorFlow one was slower (22.4 min
 # against 20.3 to 20.9). A third worker was no faster either (TensorFlow
 # suite 1,040 s against 1,012 s, CPU-2i): the two CPUs are 98% busy
-# through the suite, so only less work shortens it.
+# through the suite, so only less work shortens it; the TensorFlow suite
+# names its 25 slowest tests, so that each run says where its time went.
 test: $(STAMP) lint
-	$(PY) -m pytest -n 2 --dist worksteal $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist worksteal --durations=25 $(PYTEST_ARGS)
 	KERAS_BACKEND=jax $(PY) -m pytest -n 2 --dist worksteal $(BACKEND_TESTS)
 	KERAS_BACKEND=torch $(PY) -m pytest $(BACKEND_TESTS)
 
