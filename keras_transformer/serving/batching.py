@@ -50,6 +50,13 @@ class Batcher:
     (`time_left()`); one that fails either stops consuming work. A run that
     raises fails the requests of its batch alone: the batcher goes on.
 
+    A `yielding` request (the server marks so the calls of a connection that
+    cancels most of its calls) runs only when no other request waits, one
+    row a batch, and is asked again before each row whether its client is
+    still there: a client that cancels it meanwhile costs the others at most
+    one row's run, and a request still wanted is answered once the others
+    are.
+
     Args:
         run: `run(inputs) -> outputs`, dicts of arrays with rows first.
         max_batch_size: most rows in one run.
@@ -76,11 +83,12 @@ class Batcher:
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
-    def submit(self, inputs, alive=lambda: True, time_left=lambda: None):
+    def submit(self, inputs, alive=lambda: True, time_left=lambda: None, yielding=False):
         """Runs `inputs` (rows first, at least one row); returns the outputs.
 
         `alive()` is False once the client cancelled; `time_left()` is the
-        seconds to the request's deadline, or None without one.
+        seconds to the request's deadline, or None without one. A
+        `yielding` request runs one row at a time, when no other waits.
 
         Raises:
             RequestCancelled: `alive()` turned False before the work was done.
@@ -95,7 +103,7 @@ class Batcher:
                 f"The request has {rows} rows, over the batch size of {self.max_batch_size}, "
                 "and large requests are not split (--no-split-large-requests)"
             )
-        task = _Task(inputs, _Request(alive, time_left))
+        task = _Task(inputs, _Request(alive, time_left), yielding)
         task.request.check()
         self.queue.put(task)
         # Waits in short steps, and not past the deadline, so that a client
@@ -131,7 +139,7 @@ class Batcher:
             deadline = time.monotonic() + self.timeout
             stopping = False
             while True:
-                full = sum(t.remaining for t in pending) >= self.max_batch_size
+                full = sum(t.remaining for t in pending if not t.yielding) >= self.max_batch_size
                 try:
                     if full:
                         item = self.queue.get_nowait()
@@ -170,6 +178,28 @@ class Batcher:
 
     def _pack(self, pending):
         """The rows of the next batch: `[(task, begin, end)]`.
+
+        The requests that do not yield share it (`_share`); with none
+        waiting, the oldest yielding request gives one row, then goes
+        behind the other yielding ones.
+        """
+        ready = collections.deque(t for t in pending if not t.yielding)
+        yielding = [t for t in pending if t.yielding]
+        if ready:
+            pieces = self._share(ready)
+        else:
+            task = yielding.pop(0)
+            pieces = [(task, task.next, task.next + 1)]
+            task.next += 1
+            if task.remaining:
+                yielding.append(task)
+        pending.clear()
+        pending.extend(ready)
+        pending.extend(yielding)
+        return pieces
+
+    def _share(self, pending):
+        """The rows of the next batch among `pending`, none yielding.
 
         Each request gets an equal share of the batch's work, as a fair
         queue gives each flow its share: small requests (at most a batch)
@@ -240,7 +270,7 @@ class Batcher:
                 if task in pending:
                     pending.remove(task)
             return
-        if any(task.rows <= self.max_batch_size for task, _, _ in pieces):
+        if any(task.rows <= self.max_batch_size and not task.yielding for task, _, _ in pieces):
             now = time.monotonic()
             self._small_until = now + max(_SMALL_RETURN_SECONDS, now - start)
         for (task, _, end), output in zip(pieces, outputs):
@@ -252,9 +282,10 @@ class Batcher:
 class _Task:
     """A request in the batcher: its rows, how far it got, its outputs."""
 
-    def __init__(self, inputs, request):
+    def __init__(self, inputs, request, yielding=False):
         self.inputs = inputs
         self.request = request
+        self.yielding = yielding
         self.rows = _rows(inputs)
         self.next = 0  # the first row not yet taken into a batch
         self.parts = []  # outputs of the pieces run so far, in order

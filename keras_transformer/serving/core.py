@@ -119,7 +119,7 @@ class Models:
 
     def predict(self, name, inputs, signature="", version=None, label=None,
                 output_filter=(), alive=lambda: True, time_left=lambda: None,
-                api="grpc"):  # fmt: skip
+                api="grpc", yielding=False):  # fmt: skip
         """Runs a request; returns `(version number, signature, outputs)`.
 
         Args:
@@ -128,6 +128,8 @@ class Models:
             alive: False once the client cancelled or its deadline passed.
             time_left: seconds to the request's deadline (None: no deadline).
             api: `"grpc"` or `"rest"`, for the metrics.
+            yielding: the request runs only when no other waits, a row at a
+                time (`Batcher.submit`).
         """
         start = time.monotonic()
         signature = signature or "serving_default"
@@ -147,7 +149,7 @@ class Models:
                 signature_def = self._signature(servable, signature)
                 labels["signature"] = signature
                 outputs = self._run(servable, signature, signature_def, inputs, output_filter,
-                                    alive, time_left)  # fmt: skip
+                                    alive, time_left, yielding)  # fmt: skip
                 return servable.number, signature, outputs
             finally:
                 servable.release()
@@ -165,7 +167,8 @@ class Models:
         except SignatureNotFound as error:
             raise ServingError("NOT_FOUND", str(error.args[0])) from None
 
-    def _run(self, servable, signature, signature_def, inputs, output_filter, alive, time_left):
+    def _run(self, servable, signature, signature_def, inputs, output_filter, alive, time_left,
+             yielding):  # fmt: skip
         unknown = set(output_filter) - set(signature_def.outputs)
         if unknown:
             raise ServingError(
@@ -176,7 +179,7 @@ class Models:
             raise ServingError("DEADLINE_EXCEEDED", "The request's deadline passed before its work")
         try:
             arrays = request_inputs(inputs, signature_def, self.limits)
-            outputs = servable.run(signature, arrays, alive=alive, time_left=time_left)
+            outputs = servable.run(signature, arrays, alive, time_left, yielding)
         except (RequestRejected, ValueError) as error:
             raise ServingError("INVALID_ARGUMENT", str(error)) from None
         except DeadlineExceeded as error:

@@ -20,7 +20,10 @@ Two changes, for the servers whose pool is a `CallPool`:
   (`cancelling.CancellingClients`) is held, off the pool, until it is due:
   if its client cancels it meanwhile, it is dropped without a pool thread,
   the read of its request or the model's work (`on_cancelled`); else it
-  goes to the pool as any other.
+  goes to the pool, and its handler learns that it was held
+  (`running_held_call`): the server lets such a call yield to the others
+  (`batching.Batcher`), as a cancel that came meanwhile may not have been
+  read yet.
 - The intake thread and gRPC's I/O threads (the core's `event_engine`
   threads) run `nice` steps below the rest of the server (Linux), so that
   while the model runs, the flood is taken with the CPU it leaves; a
@@ -61,6 +64,21 @@ _RESCAN_SECONDS = 1.0
 _HOLD_TICK_SECONDS = 0.01
 _installed = []
 _install_lock = threading.Lock()
+_running = threading.local()
+
+
+def running_held_call():
+    """Whether the calling thread runs the handler of a call that was held
+    (its connection cancels most of its calls)."""
+    return getattr(_running, "held", False)
+
+
+def _run_held(fn, args, kwargs):
+    _running.held = True
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _running.held = False
 
 
 class CallPool(futures.Executor):
@@ -231,7 +249,7 @@ class _HeldCall:
             work, self.work = self.work, None
         if work is not None:
             fn, args, kwargs = work
-            self.pool.submit(fn, *args, **kwargs).add_done_callback(self._finish)
+            self.pool.submit(_run_held, fn, args, kwargs).add_done_callback(self._finish)
 
     def drop(self):
         """The call ended while held: its work is never done. Returns

@@ -114,7 +114,9 @@ class ServerOptions:
             weighted to the last eight or so) waits before any work: about
             twice as long as that connection's calls lived, at least 50 ms.
             A call its client cancels meanwhile gets no thread and no model
-            work; one still wanted then runs as any other. 0 holds none.
+            work; one still wanted then runs when no other request waits,
+            one sentence a batch, so that a cancel not yet read costs
+            others at most one sentence's run. 0 holds none.
         rest_api_num_threads: REST requests worked on at once, as TF
             Serving's flag; more wait their turn. None is 4 per CPU.
         rest_api_timeout_in_ms: a REST request's time, as TF Serving's

@@ -38,9 +38,10 @@ semantics:
   below the model's priority (`grpc_io_nice`), so that clients flooding
   the server with expiring or cancelled calls do not hold up others. The
   calls of a connection whose client cancels most of its calls wait up to
-  `grpc_hold_cancelling_ms` before any work, and those cancelled meanwhile
-  get none (`cancelling`). A request of no rows is answered with outputs of
-  no rows;
+  `grpc_hold_cancelling_ms` before any work, those cancelled meanwhile
+  get none (`cancelling`), and those still wanted run when no other request
+  waits, a row a batch (`batching.Batcher`'s `yielding`). A request of no
+  rows is answered with outputs of no rows;
 - a changed model config file is applied whole or not at all: one that
   names a missing base path or a bad label, or whose new model fails to
   start, leaves the models, labels, memory and threads as they were;
@@ -156,19 +157,23 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
             return None if deadline is None else deadline - time.monotonic()
 
         try:
+            # A call that was held yields to the others: its connection
+            # cancels most of its calls, and may have cancelled this one.
+            yielding = grpc_intake.running_held_call()
             with WorkSlot(self.slots, context.is_active, time_left, "a gRPC Predict thread"):
-                return self._predict(request, context.is_active, time_left)
+                return self._predict(request, context.is_active, time_left, yielding)
         except ServingError as error:
             _abort(context, error)
         except Exception:  # a fault of ours: this request fails, the server serves on
             log.exception("Predict failed")
             context.abort(grpc.StatusCode.INTERNAL, "Internal error of the server; see its log")
 
-    def _predict(self, request, alive, time_left):
+    def _predict(self, request, alive, time_left, yielding):
         spec = request.model_spec
         number, signature, outputs = self.models.predict(
             spec.name, dict(request.inputs), spec.signature_name, *_spec_version(spec),
             output_filter=list(request.output_filter), alive=alive, time_left=time_left,
+            yielding=yielding,
         )  # fmt: skip
         response = predict_pb2.PredictResponse()
         response.model_spec.name = spec.name

@@ -129,8 +129,10 @@ class Version:
         log.info("Version %s: %d of its %d XLA programs compiled (and stored in the XLA "
                  "cache), the others read from it", self.number, stored, programs)  # fmt: skip
 
-    def run(self, signature, inputs, alive=lambda: True, time_left=lambda: None):
-        """Runs `signature` on checked `inputs`, batched with other requests.
+    def run(self, signature, inputs, alive=lambda: True, time_left=lambda: None,
+            yielding=False):  # fmt: skip
+        """Runs `signature` on checked `inputs`, batched with other requests
+        (`Batcher.submit`).
 
         A request of no rows is answered with outputs of no rows, as the
         signature declares them, without running anything.
@@ -143,7 +145,7 @@ class Version:
                 batcher = self.batchers[signature] = Batcher(
                     lambda x: self.model.run(signature, x), **self.batching
                 )
-        return batcher.submit(inputs, alive, time_left)
+        return batcher.submit(inputs, alive, time_left, yielding)
 
     def acquire(self):
         with self.lock:

@@ -234,3 +234,69 @@ def test_small_requests_cannot_starve_a_large_one(batchers):
         stop.set()
         for thread in floods:
             thread.join()
+
+
+def test_a_yielding_request_waits_for_the_others_then_runs_a_row_a_batch(batchers):
+    """Its rows (negative here) run once no other request waits, one a batch."""
+    batches = []
+    started, release = threading.Event(), threading.Event()
+
+    def run(inputs):
+        x = inputs["x"]
+        batches.append((int((x < 0).sum()), int((x > 0).sum())))
+        if x[0] == 100:  # the first batch keeps the batcher while the rest arrive
+            started.set()
+            release.wait(10)
+        return _double(inputs)
+
+    batcher = batchers(run, max_batch_size=8, timeout=0.0)
+    results = {}
+
+    def send(key, x, **kwargs):
+        results[key] = batcher.submit({"x": np.array(x)}, **kwargs)["out"].tolist()
+
+    threads = [threading.Thread(target=send, args=("first", [100]))]
+    threads[0].start()
+    assert started.wait(10)
+    for key, x, kwargs in (("yielding", [-1, -2, -3], {"yielding": True}),
+                           ("a", [1, 2], {}), ("b", [3, 4], {})):  # fmt: skip
+        threads.append(threading.Thread(target=send, args=(key, x), kwargs=kwargs))
+        threads[-1].start()
+        time.sleep(0.05)
+    release.set()
+    for thread in threads:
+        thread.join()
+    assert results == {"first": [200], "yielding": [-2, -4, -6], "a": [2, 4], "b": [6, 8]}
+    assert batches == [(0, 1), (0, 4), (1, 0), (1, 0), (1, 0)]
+
+
+def test_a_request_that_arrives_between_a_yielding_ones_rows_goes_first(batchers):
+    batches = []
+    started = threading.Event()
+    batcher = batchers(_recording(batches, started, seconds=0.1), max_batch_size=8, timeout=0.0)
+    out = {}
+    thread = threading.Thread(
+        target=lambda: out.update(batcher.submit({"x": -np.arange(1, 5)}, yielding=True))
+    )
+    thread.start()
+    assert started.wait(10)
+    assert batcher.submit({"x": np.array([7])})["out"].tolist() == [14]
+    thread.join()
+    assert out["out"].tolist() == [-2, -4, -6, -8]
+    assert batches == [(1, 0), (0, 1), (1, 0), (1, 0), (1, 0)]
+
+
+@pytest.mark.parametrize("rows", [2, 30])
+def test_a_yielding_request_its_client_cancels_stops_after_one_row(batchers, rows):
+    ran = []
+    gone = threading.Event()
+
+    def run(inputs):
+        ran.append(len(inputs["x"]))
+        gone.set()  # the client cancels while its first row runs
+        return _double(inputs)
+
+    batcher = batchers(run, max_batch_size=8, timeout=0.0)
+    with pytest.raises(RequestCancelled):
+        batcher.submit({"x": np.arange(rows)}, alive=lambda: not gone.is_set(), yielding=True)
+    assert ran == [1]

@@ -37,9 +37,11 @@ class _Version:
         self.model = _Session()
         self.held = 0
         self.calls = []
+        self.yielding = []
 
-    def run(self, signature, arrays, alive, time_left):
+    def run(self, signature, arrays, alive, time_left, yielding):
         self.calls.append((signature, {k: v.tolist() for k, v in arrays.items()}))
+        self.yielding.append(yielding)
         if self.fail is not None:
             raise self.fail
         rows = len(next(iter(arrays.values())))
@@ -92,6 +94,13 @@ def test_a_request_runs_on_the_version_asked_for(served):
         assert outputs["translation"].tolist() == [b"t", b"t"]
     assert versions[1].calls[-1] == ("serving_default", {"text": [b"a", b"b"]})
     assert all(v.held == 0 for v in versions.values())
+
+
+@pytest.mark.parametrize("yielding", [False, True])
+def test_whether_a_request_yields_reaches_the_version(served, yielding):
+    models, versions = served
+    models.predict("translator", {"text": [b"a"]}, yielding=yielding)
+    assert versions[2].yielding == [yielding]
 
 
 def test_the_output_filter_returns_only_what_it_names(served):

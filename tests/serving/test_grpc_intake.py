@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from keras_transformer.serving.cancelling import CancellingClients
-from keras_transformer.serving.grpc_intake import CallPool, install
+from keras_transformer.serving.grpc_intake import CallPool, install, running_held_call
 from tests.processes import REPO, run_python
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread nice is Linux's")
@@ -65,14 +65,16 @@ def test_io_nice_out_of_range_is_refused(io_nice):
 
 class _Service(grpc.GenericRpcHandler):
     """`/t.S/Block` holds the intake thread (handlers are looked up there);
-    `/t.S/Echo` counts the calls that reach the pool; `/t.S/Slow` too, then
-    works 0.3 s."""
+    `/t.S/Echo` counts the calls that reach the pool, and notes whether
+    each was held; `/t.S/Slow` counts them, then works 0.3 s."""
 
     def __init__(self):
         self.echoed = 0
+        self.held = []
 
     def echo(self, request, context):
         self.echoed += 1
+        self.held.append(running_held_call())
         return request
 
     def slow(self, request, context):
@@ -134,7 +136,8 @@ def test_calls_of_a_connection_that_cancels_most_of_its_calls_wait_and_are_dropp
     """A connection whose client cancels its calls 50 ms after sending them
     is found out from its fifth call; its next calls wait (1 s here) before
     any thread: those it cancels meanwhile are never worked on, one it
-    keeps is answered after the wait. Another connection is never held."""
+    keeps is answered after the wait, and its handler knows it was held.
+    Another connection is never held."""
     assert install()
     cancelling = CancellingClients(min_hold=1.0, max_hold=1.0) if ours else None
     dropped = []
@@ -173,8 +176,10 @@ def test_calls_of_a_connection_that_cancels_most_of_its_calls_wait_and_are_dropp
         # fourth's end is recorded after the fifth arrives), then the five
         assert service.echoed - reached == 2 and len(dropped) in (12, 13)
         assert kept >= 0.9 and other < 0.9  # held calls wait the whole 1 s
+        assert service.held == [True, False]
     else:  # every call reaches the handler
         assert service.echoed - reached == 7 and not dropped
+        assert service.held == [False, False]
 
 
 _LOWERED = """
