@@ -16,6 +16,10 @@ log = logging.getLogger("keras_transformer.serve")
 POLL_SECONDS = 0.05
 # How long, at least, small clients just answered count as still there.
 _SMALL_RETURN_SECONDS = 0.05
+# How long the batcher idles, with a yielding request waiting, before its
+# first row: the server's intake, below the model's priority, reads the
+# cancels of a flood while the model is idle.
+YIELD_GRACE_SECONDS = 0.05
 
 
 class RequestCancelled(Exception):
@@ -55,7 +59,9 @@ class Batcher:
     row a batch, and is asked again before each row whether its client is
     still there: a client that cancels it meanwhile costs the others at most
     one row's run, and a request still wanted is answered once the others
-    are.
+    are. Its first row waits until it and the batcher have both waited
+    `YIELD_GRACE_SECONDS` with nothing to run, so that a cancel already
+    sent is read first.
 
     Args:
         run: `run(inputs) -> outputs`, dicts of arrays with rows first.
@@ -80,6 +86,8 @@ class Batcher:
         # Until when large requests leave room for the small requests whose
         # answers just went out (their clients' next requests are on the way).
         self._small_until = 0.0
+        # When the batcher's last run ended.
+        self._worked = float("-inf")
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
@@ -140,11 +148,15 @@ class Batcher:
             stopping = False
             while True:
                 full = sum(t.remaining for t in pending if not t.yielding) >= self.max_batch_size
+                until = deadline
+                if all(t.yielding for t in pending) and pending[0].next == 0:
+                    until = max(deadline, max(self._worked, pending[0].arrived)
+                                + YIELD_GRACE_SECONDS)  # fmt: skip
                 try:
                     if full:
                         item = self.queue.get_nowait()
                     else:
-                        item = self.queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                        item = self.queue.get(timeout=max(0.0, until - time.monotonic()))
                 except queue.Empty:
                     break
                 if item is None:
@@ -270,8 +282,8 @@ class Batcher:
                 if task in pending:
                     pending.remove(task)
             return
+        now = self._worked = time.monotonic()
         if any(task.rows <= self.max_batch_size and not task.yielding for task, _, _ in pieces):
-            now = time.monotonic()
             self._small_until = now + max(_SMALL_RETURN_SECONDS, now - start)
         for (task, _, end), output in zip(pieces, outputs):
             task.parts.append(output)
@@ -286,6 +298,7 @@ class _Task:
         self.inputs = inputs
         self.request = request
         self.yielding = yielding
+        self.arrived = time.monotonic()
         self.rows = _rows(inputs)
         self.next = 0  # the first row not yet taken into a batch
         self.parts = []  # outputs of the pieces run so far, in order

@@ -6,7 +6,12 @@ import time
 import numpy as np
 import pytest
 
-from keras_transformer.serving.batching import Batcher, DeadlineExceeded, RequestCancelled
+from keras_transformer.serving.batching import (
+    YIELD_GRACE_SECONDS,
+    Batcher,
+    DeadlineExceeded,
+    RequestCancelled,
+)
 
 
 def _double(inputs):
@@ -300,3 +305,18 @@ def test_a_yielding_request_its_client_cancels_stops_after_one_row(batchers, row
     with pytest.raises(RequestCancelled):
         batcher.submit({"x": np.arange(rows)}, alive=lambda: not gone.is_set(), yielding=True)
     assert ran == [1]
+
+
+def test_a_yielding_request_cancelled_while_the_batcher_idles_never_runs(batchers):
+    """Its first row waits for the batcher to idle a while: a cancel sent
+    meanwhile (gRPC may read it late) is seen before any work."""
+    ran = []
+    batcher = batchers(lambda inputs: ran.append(1) or _double(inputs), timeout=0.0)
+    gone = threading.Event()
+    threading.Timer(YIELD_GRACE_SECONDS / 2, gone.set).start()
+    with pytest.raises(RequestCancelled):
+        batcher.submit({"x": np.arange(3)}, alive=lambda: not gone.is_set(), yielding=True)
+    assert not ran
+    start = time.monotonic()
+    assert batcher.submit({"x": np.arange(2)}, yielding=True)["out"].tolist() == [0, 2]
+    assert time.monotonic() - start >= YIELD_GRACE_SECONDS
