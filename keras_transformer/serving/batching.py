@@ -20,6 +20,9 @@ _SMALL_RETURN_SECONDS = 0.05
 # first row: the server's intake, below the model's priority, reads the
 # cancels of a flood while the model is idle.
 YIELD_GRACE_SECONDS = 0.05
+# The longest a yielding request waits for its next row while others keep
+# the batcher busy: then that row runs, in a batch of its own.
+YIELD_AT_MOST_SECONDS = 1.0
 
 
 class RequestCancelled(Exception):
@@ -61,7 +64,8 @@ class Batcher:
     one row's run, and a request still wanted is answered once the others
     are. Its first row waits until it and the batcher have both waited
     `YIELD_GRACE_SECONDS` with nothing to run, so that a cancel already
-    sent is read first.
+    sent is read first. Others cannot starve it: after
+    `YIELD_AT_MOST_SECONDS` its next row runs, in a batch of its own.
 
     Args:
         run: `run(inputs) -> outputs`, dicts of arrays with rows first.
@@ -192,17 +196,20 @@ class Batcher:
         """The rows of the next batch: `[(task, begin, end)]`.
 
         The requests that do not yield share it (`_share`); with none
-        waiting, the oldest yielding request gives one row, then goes
-        behind the other yielding ones.
+        waiting, or once it waited `YIELD_AT_MOST_SECONDS` for its row, the
+        oldest yielding request gives one row, then goes behind the other
+        yielding ones.
         """
         ready = collections.deque(t for t in pending if not t.yielding)
         yielding = [t for t in pending if t.yielding]
-        if ready:
+        now = time.monotonic()
+        if ready and not (yielding and now - yielding[0].waiting >= YIELD_AT_MOST_SECONDS):
             pieces = self._share(ready)
         else:
             task = yielding.pop(0)
             pieces = [(task, task.next, task.next + 1)]
             task.next += 1
+            task.waiting = now
             if task.remaining:
                 yielding.append(task)
         pending.clear()
@@ -298,7 +305,7 @@ class _Task:
         self.inputs = inputs
         self.request = request
         self.yielding = yielding
-        self.arrived = time.monotonic()
+        self.arrived = self.waiting = time.monotonic()  # `waiting`: since its last row
         self.rows = _rows(inputs)
         self.next = 0  # the first row not yet taken into a batch
         self.parts = []  # outputs of the pieces run so far, in order

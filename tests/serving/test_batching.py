@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.serving.batching import (
+    YIELD_AT_MOST_SECONDS,
     YIELD_GRACE_SECONDS,
     Batcher,
     DeadlineExceeded,
@@ -320,3 +321,32 @@ def test_a_yielding_request_cancelled_while_the_batcher_idles_never_runs(batcher
     start = time.monotonic()
     assert batcher.submit({"x": np.arange(2)}, yielding=True)["out"].tolist() == [0, 2]
     assert time.monotonic() - start >= YIELD_GRACE_SECONDS
+
+
+def test_a_yielding_request_is_not_starved_by_others(batchers):
+    def run(inputs):
+        time.sleep(0.005)
+        return _double(inputs)
+
+    batcher = batchers(run, max_batch_size=4, timeout=0.0)
+    stop = threading.Event()
+
+    def flood():
+        while not stop.is_set():
+            batcher.submit({"x": np.ones(4)})
+
+    floods = [threading.Thread(target=flood) for _ in range(4)]
+    for thread in floods:
+        thread.start()
+    try:
+        # a row each YIELD_AT_MOST_SECONDS (1 s) at most: else DeadlineExceeded
+        assert YIELD_AT_MOST_SECONDS <= 1.0
+        deadline = time.monotonic() + 6.0
+        out = batcher.submit(
+            {"x": np.arange(3)}, time_left=lambda: deadline - time.monotonic(), yielding=True
+        )
+        np.testing.assert_array_equal(out["out"], 2 * np.arange(3))
+    finally:
+        stop.set()
+        for thread in floods:
+            thread.join()
