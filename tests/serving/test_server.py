@@ -8,11 +8,18 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow_serving.apis import predict_pb2
 
 from keras_transformer.decoding import Translator
 from keras_transformer.export import export_version
+from keras_transformer.serving import grpc_intake
+from keras_transformer.serving.core import ServingError
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
-from keras_transformer.serving.server import parse_version_labels, start_server
+from keras_transformer.serving.server import (
+    PredictionServicer,
+    parse_version_labels,
+    start_server,
+)
 from tests.processes import REPO, run_python
 from tests.serving.conftest import MAX_LENGTH, copy_base
 
@@ -367,3 +374,41 @@ def test_serve_forever_keeps_what_loading_made_out_of_the_garbage_collector():
     assert answer.returncode == 0, answer.stderr[-2000:]
     counts = json.loads(answer.stdout.strip().splitlines()[-1])
     assert counts["before"] == 0 and counts["frozen"] > 10_000, counts
+
+
+class _Recorded(Exception):
+    pass
+
+
+class _Context:
+    """What `Predict` asks of a gRPC call's context."""
+
+    def time_remaining(self):
+        return None
+
+    def is_active(self):
+        return True
+
+    def abort(self, code, details):
+        raise _Recorded(code)
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_a_held_calls_predict_yields_to_the_others(held):
+    """The intake runs a held call's handler under `_run_held`; its request
+    then yields in the batcher (`Batcher.submit`'s `yielding`)."""
+    seen = []
+
+    class _Models:
+        def predict(self, *args, yielding, **kwargs):
+            seen.append(yielding)
+            raise ServingError("NOT_FOUND", "recorded")
+
+    servicer = PredictionServicer(_Models(), threading.BoundedSemaphore(1))
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "translator"
+    call = grpc_intake._run_held if held else lambda fn, args, kwargs: fn(*args, **kwargs)
+    with pytest.raises(_Recorded, match="NOT_FOUND"):
+        call(servicer.Predict, (request, _Context()), {})
+    assert seen == [held]
+    assert not grpc_intake.running_held_call()  # the thread is itself again
