@@ -1,5 +1,6 @@
 """`Batcher`: batches, pieces, failures and clients who leave."""
 
+import contextlib
 import threading
 import time
 
@@ -216,7 +217,11 @@ def test_a_large_request_fills_again_once_small_clients_are_gone(batchers):
     assert (8, 0) in after  # it did not: full batches again
 
 
-def test_small_requests_cannot_starve_a_large_one(batchers):
+@contextlib.contextmanager
+def _flooded(batchers):
+    """A batcher of 4-row batches of 5 ms each, kept full by four clients
+    sending 4 rows each, over and again, until the block ends."""
+
     def run(inputs):
         time.sleep(0.005)
         return _double(inputs)
@@ -232,14 +237,19 @@ def test_small_requests_cannot_starve_a_large_one(batchers):
     for thread in floods:
         thread.start()
     try:
-        start = time.monotonic()
-        out = batcher.submit({"x": np.arange(40)})
-        assert time.monotonic() - start < 10
-        np.testing.assert_array_equal(out["out"], 2 * np.arange(40))
+        yield batcher
     finally:
         stop.set()
         for thread in floods:
             thread.join()
+
+
+def test_small_requests_cannot_starve_a_large_one(batchers):
+    with _flooded(batchers) as batcher:
+        start = time.monotonic()
+        out = batcher.submit({"x": np.arange(40)})
+        assert time.monotonic() - start < 10
+        np.testing.assert_array_equal(out["out"], 2 * np.arange(40))
 
 
 def test_a_yielding_request_waits_for_the_others_then_runs_a_row_a_batch(batchers):
@@ -327,21 +337,7 @@ def test_a_yielding_request_cancelled_while_the_batcher_idles_never_runs(batcher
 
 
 def test_a_yielding_request_is_not_starved_by_others(batchers):
-    def run(inputs):
-        time.sleep(0.005)
-        return _double(inputs)
-
-    batcher = batchers(run, max_batch_size=4, timeout=0.0)
-    stop = threading.Event()
-
-    def flood():
-        while not stop.is_set():
-            batcher.submit({"x": np.ones(4)})
-
-    floods = [threading.Thread(target=flood) for _ in range(4)]
-    for thread in floods:
-        thread.start()
-    try:
+    with _flooded(batchers) as batcher:
         # a row each YIELD_AT_MOST_SECONDS (1 s) at most: else DeadlineExceeded
         assert YIELD_AT_MOST_SECONDS <= 1.0
         deadline = time.monotonic() + 6.0
@@ -349,7 +345,3 @@ def test_a_yielding_request_is_not_starved_by_others(batchers):
             {"x": np.arange(3)}, time_left=lambda: deadline - time.monotonic(), yielding=True
         )
         np.testing.assert_array_equal(out["out"], 2 * np.arange(3))
-    finally:
-        stop.set()
-        for thread in floods:
-            thread.join()
