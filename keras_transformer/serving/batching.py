@@ -154,7 +154,8 @@ class Batcher:
                 full = sum(t.remaining for t in pending if not t.yielding) >= self.max_batch_size
                 until = deadline
                 if all(t.yielding for t in pending) and pending[0].next == 0:
-                    until = max(deadline, max(self._worked, pending[0].arrived)
+                    # with no row run yet, `waiting` is since it came
+                    until = max(deadline, max(self._worked, pending[0].waiting)
                                 + YIELD_GRACE_SECONDS)  # fmt: skip
                 try:
                     if full:
@@ -305,7 +306,7 @@ class _Task:
         self.inputs = inputs
         self.request = request
         self.yielding = yielding
-        self.arrived = self.waiting = time.monotonic()  # `waiting`: since its last row
+        self.waiting = time.monotonic()  # since it came, then since its last row
         self.rows = _rows(inputs)
         self.next = 0  # the first row not yet taken into a batch
         self.parts = []  # outputs of the pieces run so far, in order
