@@ -196,8 +196,8 @@ def beam_search(
         log_probs = _common.restrict(log_probs, s.i, max_length, end_id, banned_id, forced_end)
         log_probs = tf.reshape(log_probs, [batch, k, vocab])
         candidates = s.alive_log_probs[:, :, None] + log_probs  # [batch, k, vocab]
-        flat = tf.reshape(candidates, [batch, k * vocab])
-        top_log_probs, top_indices = _common.top_k(flat, k=2 * k)  # [batch, 2k]
+        # The best over each row's k * vocab candidates, index beam * vocab + token.
+        top_log_probs, top_indices = _common.top_k(candidates, k=2 * k)  # [batch, 2k]
         top_beams = top_indices // vocab  # [batch, 2k]
         top_tokens = top_indices % vocab  # [batch, 2k]
         top_seqs = tf.gather(s.alive_seqs, top_beams, batch_dims=1)  # [batch, 2k, max_length]

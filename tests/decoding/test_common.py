@@ -35,6 +35,33 @@ def test_block_top_k_is_top_k_ties_included(rows, size, k, levels, jit_compile):
     np.testing.assert_array_equal(got_values, want_values)
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize(
+    "rows, parts, size, k, levels, infinite",
+    [
+        (2, 4, 3001, 8, None, 0),  # a beam search's candidates: short last blocks
+        (3, 4, 8000, 8, 5, 0),  # whole blocks, ties everywhere
+        (2, 3, 1000, 4, 40, 0),  # short last blocks (40 values), ties
+        (2, 2, 1000, 6, None, 998),  # -inf but 2 values a part: ties at -inf
+        (1, 1, 3001, 6, None, 0),  # one part: as [rows, size]
+    ],
+)
+def test_block_top_k_over_parts_is_top_k_of_the_flattened_values(
+    rows, parts, size, k, levels, infinite, jit_compile
+):
+    rng = np.random.default_rng(size + parts)
+    values = rng.normal(size=(rows, parts, size)).astype("float32")
+    if levels:
+        values = np.round(values * levels / 4) / levels
+    values[:, :, size - infinite :] = -np.inf
+    values[0, -1, -1] = values.max() + 1  # the best in the last part's short block
+    want_values, want_indices = tf.math.top_k(values.reshape(rows, -1), k=k)
+    top_k = tf.function(lambda v: _common.top_k(v, k), jit_compile=jit_compile)
+    got_values, got_indices = top_k(tf.constant(values))
+    np.testing.assert_array_equal(got_indices, want_indices)
+    np.testing.assert_array_equal(got_values, want_values)
+
+
 @pytest.mark.parametrize(
     "max_length, lengths",
     [(1, [1]), (16, [16]), (17, [16, 17]), (40, [16, 32, 40]), (64, [16, 32, 64]),
