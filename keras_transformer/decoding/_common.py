@@ -99,10 +99,10 @@ def top_k(values, k, block=64):
     vocabulary that is not a multiple of `block` is read in place, not
     copied into a padded array (compiled, one thread, 32 rows of 4 x 58,001
     candidates: the log-softmax and top-k took 23 ms padded, 7.8 ms in
-    place). The chosen blocks are read in index
-    order, so ties resolve as `tf.math.top_k` resolves them (the lower index
-    first) and the results are identical. Falls back to `tf.math.top_k`
-    when `n` is unknown or the values are few.
+    place). The chosen blocks are read in index order, so ties resolve as
+    `tf.math.top_k` resolves them (the lower index first) and the results
+    are identical. Falls back to `tf.math.top_k` when `n` is unknown or the
+    values are few.
 
     Returns:
         `(values [rows, k], indices [rows, k] int32)`, best first.
