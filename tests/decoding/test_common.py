@@ -54,7 +54,7 @@ def test_block_top_k_over_parts_is_top_k_of_the_flattened_values(
     if levels:
         values = np.round(values * levels / 4) / levels
     values[:, :, size - infinite :] = -np.inf
-    values[0, -1, -1] = values.max() + 1  # the best in the last part's short block
+    values[0, -1, -1] = values.max() + 1  # the best at the very end (a short block if any)
     want_values, want_indices = tf.math.top_k(values.reshape(rows, -1), k=k)
     top_k = tf.function(lambda v: _common.top_k(v, k), jit_compile=jit_compile)
     got_values, got_indices = top_k(tf.constant(values))
