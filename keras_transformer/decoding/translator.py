@@ -21,6 +21,12 @@ from keras_transformer.decoding.shape_runner import ShapeRunner
 # from 16 it ran 32-token translations 8-10% slower), XLA at 16.
 FIRST_CACHE_LENGTH = {"plain": 32, "compiled": 16}
 
+# The searches encode their sources in this many groups of rows of similar
+# length, each padded only to its own longest row (as CTranslate2 spares
+# the encoder the padding): 32 Multi30k sentences padded to 48 tokens hold
+# 1,536 positions, 484 of them real; four groups hold 608.
+ENCODER_GROUPS = 4
+
 
 class Translator(tf.Module):
     """Translates raw text with a trained `Transformer` and its tokenizers.
@@ -47,13 +53,15 @@ class Translator(tf.Module):
         sampling_temperature, sampling_topk, sampling_topp: the
             distribution `translate_sample` draws from (see
             `sampling.filter_logits`; defaults: the model's own, unfiltered).
-        jit_compile: run the id-level work (encoder, search loops, the
-            scoring pass) compiled with XLA, in the fixed shapes of a
-            `ShapeRunner` (`shapes`): rows in chunks padded to
-            `batch_sizes`, tokens padded to `lengths`. XLA compiles one
-            program per shape, so the programs are few and known
-            (`compiled_shapes`). Either way the step is the model's own
-            `decode_step`; compiled, its caches are written in place.
+        jit_compile: run the id-level work (search loops, the scoring
+            pass) compiled with XLA, in the fixed shapes of a `ShapeRunner`
+            (`shapes`): rows in chunks padded to `batch_sizes`, tokens
+            padded to `lengths`. XLA compiles one program per shape, so the
+            programs are few and known (`compiled_shapes`). Either way the
+            step is the model's own `decode_step`; compiled, its caches are
+            written in place. The searches' encoder runs outside the
+            programs, in groups of rows of similar length (`encode_rows`),
+            whose shapes no program could fix.
         batch_sizes: the batch sizes requests are cut and padded to (as TF
             Serving's `allowed_batch_sizes`; default `(1, 8, 32)`).
         lengths: the token lengths of the compiled programs (default
@@ -128,6 +136,38 @@ class Translator(tf.Module):
         ids = tf.concat([ids, end], axis=1)
         return ids.to_tensor(default_value=0)  # [batch, source_length]
 
+    def encode_rows(self, source_ids):
+        """The model's encoder output for padded `source_ids [batch,
+        length]`, `[batch, length, d_model]`, computed in `ENCODER_GROUPS`
+        groups of rows of similar length, each cut to its longest row:
+        the encoder does not work on padding that whole-batch encoding
+        would give it. Positions past a row's length hold padding (which
+        the decoder masks)."""
+        batch, width = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
+        order = tf.argsort(lengths, stable=True)  # [batch]
+        size = (batch + ENCODER_GROUPS - 1) // ENCODER_GROUPS
+        dtype = self.model.compute_dtype
+        groups = []
+        for group in range(ENCODER_GROUPS):
+            rows = order[group * size : (group + 1) * size]  # [size] or fewer
+            # The group's width: its longest row, at least 1, at most the batch's.
+            longest = tf.reduce_max(tf.concat([tf.gather(lengths, rows), [1]], axis=0))
+            longest = tf.minimum(longest, width)
+
+            def encode(rows=rows, longest=longest):
+                return self.model.encode(tf.gather(source_ids, rows)[:, :longest], training=False)
+
+            # A request of fewer rows than groups runs no encoder for the rest.
+            encoded = tf.cond(
+                tf.size(rows) > 0,
+                encode,
+                lambda longest=longest: tf.zeros([0, longest, self.model.d_model], dtype),
+            )  # [rows, longest, d_model]
+            groups.append(tf.pad(encoded, [[0, 0], [0, width - longest], [0, 0]]))
+        # Back from length order to the request's.
+        return tf.gather(tf.concat(groups, axis=0), tf.argsort(order))
+
     @property
     def batch_sizes(self):
         """The batch sizes compiled requests are cut and padded to."""
@@ -160,7 +200,8 @@ class Translator(tf.Module):
 
     def _search(self, source_ids, beam_size, sample=False, seed=None):
         if not self.jit_compile:
-            return self._search_ids(source_ids, beam_size, sample, seed)
+            encoded = self.encode_rows(source_ids)
+            return self._search_ids(source_ids, encoded, beam_size, sample, seed)
         key = ("sample", None) if sample else ("search", beam_size)
         if key not in self._compiled:
             if sample:
@@ -176,26 +217,26 @@ class Translator(tf.Module):
                 seed = tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int32)
             seed = tf.cast(seed, tf.int32)
 
-            def search(first, rows):
+            def search(first, rows, encoded):
                 # Each program's seed is the request's and its first row's:
                 # rows of different programs draw apart, and repeat with the seed.
                 part_seed = tf.random.stateless_uniform(
                     [], [seed, first], 0, 2**31 - 1, dtype=tf.int32
                 )
-                return fn(rows, seed=part_seed)
+                return fn(rows, encoded, seed=part_seed)
 
         else:
-            search = lambda first, rows: fn(rows)  # noqa: E731
+            search = lambda first, rows, encoded: fn(rows, encoded)  # noqa: E731
         source_ids = self.shapes.pad_length(source_ids, tf.shape(source_ids)[1])
         beams = 1 if sample else beam_size
         return self.shapes.run(
             search,
-            [source_ids],
+            [source_ids, self.encode_rows(source_ids)],
             [([beams, self.max_output_length], tf.int32), ([beams], tf.float32)],
         )
 
     @tf.autograph.experimental.do_not_convert
-    def _search_ids(self, source_ids, beam_size, sample=False, seed=None):
+    def _search_ids(self, source_ids, encoded, beam_size, sample=False, seed=None):
         batch = tf.shape(source_ids)[0]
         lengths = _common.state_lengths(
             self.max_output_length, FIRST_CACHE_LENGTH["compiled" if self.jit_compile else "plain"]
@@ -205,7 +246,7 @@ class Translator(tf.Module):
             grow_state=_common.grow_caches, grow_lengths=lengths,
             length_penalty=self.length_penalty, banned_id=PAD_ID, forced_end=self.forced_end,
         )  # fmt: skip
-        state = self.model.init_decoding_state(source_ids, lengths[0])
+        state = self.model.init_decoding_state(source_ids, lengths[0], encoded=encoded)
         # The encoder's keys, values and mask never change during a search:
         # the step closes over them, untiled (the beams of a source row
         # share them), instead of the search carrying and reordering them.

@@ -382,12 +382,15 @@ class Transformer(keras.Model):
             training=training,
         )
 
-    def init_decoding_state(self, source_ids, max_length):
+    def init_decoding_state(self, source_ids, max_length, encoded=None):
         """Encodes the source and prepares the caches for `decode_step`.
 
         Args:
             source_ids: `[batch, source_length]`.
             max_length: number of target positions the cache holds.
+            encoded: `encode(source_ids)`, when the caller has it already
+                (e.g. encoded apart from the search, in groups of rows of
+                similar length); by default the source is encoded here.
 
         Returns:
             A dict of tensors with leading dimension `batch`:
@@ -401,7 +404,8 @@ class Transformer(keras.Model):
         """
         if not self.built:
             self.build(((None, None), (None, None)))
-        encoded = self.encode(source_ids, training=False)
+        if encoded is None:
+            encoded = self.encode(source_ids, training=False)
         batch = ops.shape(source_ids)[0]
         return {
             "self_attention_cache": self.decoder.init_self_attention_cache(batch, max_length),

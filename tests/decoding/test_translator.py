@@ -359,3 +359,25 @@ def test_the_translator_leaves_the_model_as_it_was(parts):
         assert attributes(layer) == before[id(layer)], layer.name
     for before, after in zip(weights, model.get_weights()):
         np.testing.assert_array_equal(before, after)
+
+
+MIXED_LENGTHS = [
+    "The dog sleeps.",
+    "A tired man gives the book to the happy women because the cats run.",
+    "",
+    "The old teachers see a red ball in the garden.",
+    "Cats run.",
+    "The happy women see the tired man and the old dog in the red garden.",
+]
+
+
+@pytest.mark.parametrize("rows", [0, 1, 3, 6])
+def test_rows_encoded_in_groups_of_similar_length_equal_the_whole_batch(translator, rows):
+    # More and fewer rows than groups, an empty line, lengths out of order.
+    source_ids = translator.encode_text(tf.constant(MIXED_LENGTHS[:rows], tf.string))
+    got = translator.encode_rows(source_ids).numpy()
+    want = translator.model.encode(source_ids, training=False).numpy()
+    assert got.shape == want.shape
+    real = source_ids.numpy() != 0
+    # Past a row's length the output is padding, which the decoder masks.
+    np.testing.assert_allclose(got[real], want[real], atol=1e-5)

@@ -81,6 +81,33 @@ def test_cached_decoding_equals_full_pass(rng, norm_first):
         assert_allclose(logits, full[:, i], atol=1e-4)
 
 
+def test_decoding_state_takes_the_source_encoded_apart(rng):
+    # Rows encoded one at a time, each cut to its own length and padded
+    # back (as the translator encodes groups of similar length), give the
+    # state of the whole padded batch encoded at once.
+    model = _model()
+    src, tgt = _batch(rng)
+    lengths = (src != 0).sum(axis=1)
+    rows = [
+        np.pad(
+            to_numpy(model.encode(src[r : r + 1, : lengths[r]])),
+            [(0, 0), (0, src.shape[1] - lengths[r]), (0, 0)],
+        )
+        for r in range(len(src))
+    ]
+    apart = model.init_decoding_state(src, 8, encoded=np.concatenate(rows))
+    whole = model.init_decoding_state(src, 8)
+    for i in range(tgt.shape[1]):
+        expected, whole = model.decode_step(tgt[:, i], i, whole)
+        logits, apart = model.decode_step(tgt[:, i], i, apart)
+        assert_allclose(logits, expected, atol=1e-5)
+    # The state is built from what it is given, not from the source again.
+    other = model.init_decoding_state(src, 8, encoded=np.zeros_like(np.concatenate(rows)))
+    moved, _ = model.decode_step(tgt[:, 0], 0, other)
+    first, _ = model.decode_step(tgt[:, 0], 0, model.init_decoding_state(src, 8))
+    assert np.abs(to_numpy(moved) - to_numpy(first)).max() > 1e-3
+
+
 ARCHITECTURES = {
     "post-norm": {},
     "pre-norm, shared embeddings": dict(norm_first=True, share_embeddings=True),
