@@ -95,11 +95,12 @@ def beam_search(
             0-based position being generated.
         initial_ids: `[batch]` start token of each row.
         initial_state: nested tensors with leading dimension `batch`
-            (e.g. decoder caches, encoder output and mask); tiled to
-            `batch * beam_size` here. `step_fn` returns it in the same
-            shapes (a cache of fixed size). Tensors that `step_fn` returns as it
-            received them are not reordered with the beams: each step
-            saves copying them.
+            (e.g. decoder caches, encoder output and mask). The first step
+            runs on it as it is, one beam a row (every beam starts from the
+            start token); its state is then tiled to `batch * beam_size`.
+            `step_fn` returns it in the same shapes (a cache of fixed
+            size). Tensors that `step_fn` returns as it received them are
+            not reordered with the beams: each step saves copying them.
         beam_size: hypotheses kept per row.
         max_length: most tokens generated per hypothesis.
         end_id: the end token.
@@ -156,6 +157,11 @@ def beam_search(
     batch = tf.shape(initial_ids)[0]
     max_penalty = _common.length_penalty(max_length, alpha, length_penalty)
 
+    if grow_state is not None:
+        # The first step runs before the loop's first segment: at its length.
+        initial_state = grow_state(
+            initial_state, _common.grown_lengths(max_length, grow_lengths)[0]
+        )
     state = tf.nest.map_structure(lambda t: _tile_beams(t, k), initial_state)
     # Only the first beam is live at the start, so the first step does not
     # pick the same token k times.
@@ -189,8 +195,10 @@ def beam_search(
     def not_done(s):
         return tf.logical_and(s.i < max_length, tf.logical_not(tf.reduce_all(s.done)))
 
-    def body(s):
-        logits, state = step_fn(s.ids, s.i, s.state)  # [batch * k, vocab]
+    def choose(s, logits):
+        """The hypotheses that `logits [batch * k, vocab]` extend `s` to, and
+        the beam each alive one comes from, `[batch, k]`; the step
+        function's state is left to the caller."""
         vocab = tf.shape(logits)[-1]
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         log_probs = _common.restrict(log_probs, s.i, max_length, end_id, banned_id, forced_end)
@@ -226,34 +234,50 @@ def beam_search(
         done = tf.logical_or(
             s.done, rows_done(alive_log_probs, finished_scores, finished_flags, s.i + 1)
         )
-        return (
-            BeamState(
-                i=s.i + 1,
-                ids=tf.reshape(tf.gather(top_tokens, alive_pick, batch_dims=1), [-1]),
-                alive_seqs=tf.gather(top_seqs, alive_pick, batch_dims=1),
-                alive_log_probs=alive_log_probs,
-                finished_seqs=tf.gather(pool_seqs, pick, batch_dims=1),
-                finished_scores=finished_scores,
-                finished_flags=finished_flags,
-                done=done,
-                # The decoder state follows the hypotheses it now belongs to,
-                # except what the step passed through unchanged (the encoder
-                # output, the cross-attention cache): tiled from one row,
-                # it is the same for every beam of the row.
-                state=tf.nest.map_structure(
-                    lambda new, old: (
-                        new if new is old else _gather_beams(new, source_beams, batch, k)
-                    ),
-                    state,
-                    s.state,
-                ),
-            ),
+        chosen = BeamState(
+            i=s.i + 1,
+            ids=tf.reshape(tf.gather(top_tokens, alive_pick, batch_dims=1), [-1]),
+            alive_seqs=tf.gather(top_seqs, alive_pick, batch_dims=1),
+            alive_log_probs=alive_log_probs,
+            finished_seqs=tf.gather(pool_seqs, pick, batch_dims=1),
+            finished_scores=finished_scores,
+            finished_flags=finished_flags,
+            done=done,
+            state=s.state,
         )
+        return chosen, source_beams
 
+    def body(s):
+        logits, state = step_fn(s.ids, s.i, s.state)  # [batch * k, vocab]
+        chosen, source_beams = choose(s, logits)
+        # The decoder state follows the hypotheses it now belongs to, except
+        # what the step passed through unchanged (the encoder output, the
+        # cross-attention cache): tiled from one row, it is the same for
+        # every beam of the row.
+        state = tf.nest.map_structure(
+            lambda new, old: new if new is old else _gather_beams(new, source_beams, batch, k),
+            state,
+            s.state,
+        )
+        return (chosen._replace(state=state),)
+
+    # The first step runs on one beam a row (the others hold nothing yet),
+    # as CTranslate2 runs it; its state is then tiled over the beams, which
+    # all come from that one.
+    logits, state = step_fn(initial_ids, initial.i, initial_state)  # [batch, vocab]
+    first, _ = choose(initial, _tile_beams(logits, k))
+    first = first._replace(
+        state=tf.nest.map_structure(
+            lambda new, old, tiled: tiled if new is old else _tile_beams(new, k),
+            state,
+            initial_state,
+            initial.state,
+        )
+    )
     final = _common.loop_in_segments(
         not_done,
         body,
-        initial,
+        first,
         max_length,
         grow_state,
         invariants=lambda state: BeamState.shape_invariants(k, max_length, state),

@@ -193,6 +193,22 @@ def test_batch_rows_are_independent():
         np.testing.assert_allclose(together_scores[row], alone_scores[0], atol=1e-5)
 
 
+def test_the_first_step_runs_on_one_beam_a_row():
+    # Every beam starts from the start token: the first step runs once a
+    # row, and its state is tiled over the beams (the brute-force tests
+    # hold the results).
+    table = np.random.default_rng(5).normal(size=(2, 4, 6, 6))
+    markov, rows = markov_step_fn(table), []
+
+    def step(ids, index, state):
+        rows.append(int(ids.shape[0]))
+        return markov(ids, index, state)
+
+    beam_search(step, tf.fill([2], START), {"row": tf.range(2)}, beam_size=3, max_length=4,
+                end_id=END)  # fmt: skip
+    assert rows[0] == 2 and len(rows) > 1 and set(rows[1:]) == {6}
+
+
 def test_transformer_beam_search_with_cache_equals_without():
     keras.utils.set_random_seed(0)
     model = Transformer(2, 32, 4, 64, 30, 30, dropout=0.0)
