@@ -162,9 +162,8 @@ def beam_search(
         initial_state = grow_state(
             initial_state, _common.grown_lengths(max_length, grow_lengths)[0]
         )
-    state = tf.nest.map_structure(lambda t: _tile_beams(t, k), initial_state)
     # Only the first beam is live at the start, so the first step does not
-    # pick the same token k times.
+    # pick the same token k times. The step's state joins after that step.
     initial = BeamState(
         i=tf.constant(0),
         ids=_tile_beams(initial_ids, k),
@@ -174,7 +173,7 @@ def beam_search(
         finished_scores=tf.fill([batch, k], NEG_INF),
         finished_flags=tf.zeros([batch, k], tf.bool),
         done=tf.zeros([batch], tf.bool),
-        state=state,
+        state=(),
     )
 
     def rows_done(alive_log_probs, finished_scores, finished_flags, generated):
@@ -266,14 +265,7 @@ def beam_search(
     # all come from that one.
     logits, state = step_fn(initial_ids, initial.i, initial_state)  # [batch, vocab]
     first, _ = choose(initial, _tile_beams(logits, k))
-    first = first._replace(
-        state=tf.nest.map_structure(
-            lambda new, old, tiled: tiled if new is old else _tile_beams(new, k),
-            state,
-            initial_state,
-            initial.state,
-        )
-    )
+    first = first._replace(state=tf.nest.map_structure(lambda t: _tile_beams(t, k), state))
     final = _common.loop_in_segments(
         not_done,
         body,
