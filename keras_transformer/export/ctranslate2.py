@@ -124,7 +124,7 @@ def transformer_spec(model, source_pieces, target_pieces):
     specs = require("ctranslate2.specs", "ctranslate2")
     activation = _activation(model)
     spec = specs.TransformerSpec.from_config(
-        model.num_layers,
+        (model.num_layers, model.num_decoder_layers),
         model.num_heads,
         pre_norm=model.norm_first,
         activation=activation,

@@ -74,7 +74,9 @@ class MarianSpec:
             config.get("max_position_embeddings", 512),
             limits["max_position_embeddings"],
         )
-        for pair in (layers, heads, ffn):
+        # The depths may differ (a deep encoder, a shallow decoder); the
+        # blocks' widths are one value for both.
+        for pair in (heads, ffn):
             (encoder_key, encoder), (decoder_key, decoder) = pair.items()
             if encoder != decoder:
                 raise ValueError(
@@ -82,6 +84,7 @@ class MarianSpec:
                     "a Transformer here has one value for both"
                 )
         self.num_layers = layers["encoder_layers"]
+        self.num_decoder_layers = layers["decoder_layers"]
         self.num_heads = heads["encoder_attention_heads"]
         self.dff = ffn["encoder_ffn_dim"]
         if self.d_model % self.num_heads:
@@ -126,8 +129,12 @@ class MarianSpec:
         if not self.tied:
             shapes["lm_head.weight"] = (self.target_vocab_size, d)
         attention = ("self_attn",)
-        for stack, names in (("encoder", attention), ("decoder", (*attention, "encoder_attn"))):
-            for i in range(self.num_layers):
+        stacks = (
+            ("encoder", attention, self.num_layers),
+            ("decoder", (*attention, "encoder_attn"), self.num_decoder_layers),
+        )
+        for stack, names, depth in stacks:
+            for i in range(depth):
                 prefix = f"model.{stack}.layers.{i}."
                 for name in names:
                     for projection in ("q_proj", "k_proj", "v_proj", "out_proj"):
@@ -320,6 +327,7 @@ def build_model(spec):
 
     model = Transformer(
         num_layers=spec.num_layers,
+        num_decoder_layers=spec.num_decoder_layers,
         d_model=spec.d_model,
         num_heads=spec.num_heads,
         dff=spec.dff,
@@ -472,6 +480,7 @@ def import_marian(folder, output_dir):
     return {
         "run": os.path.abspath(output_dir),
         "layers": spec.num_layers,
+        "decoder_layers": spec.num_decoder_layers,
         "d_model": spec.d_model,
         "source_vocab_size": spec.source_vocab_size,
         "target_vocab_size": spec.target_vocab_size,

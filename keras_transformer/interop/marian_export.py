@@ -153,7 +153,7 @@ def _config(model, activation, generation):
         "decoder_vocab_size": model.target_vocab_size,
         "d_model": model.d_model,
         "encoder_layers": model.num_layers,
-        "decoder_layers": model.num_layers,
+        "decoder_layers": model.num_decoder_layers,
         "encoder_attention_heads": model.num_heads,
         "decoder_attention_heads": model.num_heads,
         "encoder_ffn_dim": model.dff,

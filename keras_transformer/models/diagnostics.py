@@ -83,7 +83,8 @@ def cross_attention_entropy(model, source_ids, target_ids):
             token first), 0 is padding.
 
     Returns:
-        A list of `num_layers` floats in [0, 1], one per decoder block.
+        A list of `num_decoder_layers` floats in [0, 1], one per decoder
+        block.
 
     Example:
 

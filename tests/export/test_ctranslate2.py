@@ -29,6 +29,7 @@ ARCHITECTURES = {
     "pre-norm, separate embeddings": dict(norm_first=True),
     "post-norm, shared embeddings": dict(share_embeddings=True),
     "pre-norm, shared embeddings": dict(norm_first=True, share_embeddings=True),
+    "post-norm, two encoder blocks, one decoder block": dict(num_decoder_layers=1),
 }
 
 # CTranslate2 runs in a process of its own, as it is used: without TensorFlow.

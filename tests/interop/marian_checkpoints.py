@@ -66,7 +66,8 @@ def build_checkpoint(
     num_beams=4, max_length=24, length_penalty=1.0, safetensors=True, init_std=0.5, bias_scale=0.2,
 ):  # fmt: skip
     """Writes a Marian folder as `save_pretrained` and `MarianTokenizer`
-    write it; returns the folder."""
+    write it; returns the folder. `layers`: one depth for both stacks, or
+    `(encoder, decoder)`."""
     import torch
     from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
@@ -88,9 +89,10 @@ def build_checkpoint(
         ordered += [f"▁tail{i}" for i in range(3)]  # the target runs past it
         target_vocab = {piece: i for i, piece in enumerate(ordered)}
     pad = len(source_vocab) - 1
+    encoder_layers, decoder_layers = layers if isinstance(layers, tuple) else (layers, layers)
     config = MarianConfig(
         vocab_size=len(source_vocab), decoder_vocab_size=len(target_vocab), d_model=d_model,
-        encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=2,
+        encoder_layers=encoder_layers, decoder_layers=decoder_layers, encoder_attention_heads=2,
         decoder_attention_heads=2, encoder_ffn_dim=2 * d_model, decoder_ffn_dim=2 * d_model,
         max_position_embeddings=64, pad_token_id=pad, eos_token_id=0,
         decoder_start_token_id=pad, forced_eos_token_id=0, activation_function=activation,

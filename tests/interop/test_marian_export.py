@@ -90,10 +90,10 @@ def _trained_here(path, **overrides):
     "overrides",
     [
         dict(share_embeddings=True),
-        dict(activation="gelu"),
+        dict(activation="gelu", num_decoder_layers=1),
         dict(activation="silu", output_bias=True, tie_output_embeddings=True),
     ],
-    ids=["shared-relu", "separate-gelu", "tied-silu-bias"],
+    ids=["shared-relu", "separate-gelu-1-decoder-layer", "tied-silu-bias"],
 )
 def test_a_run_trained_here_loads_in_transformers_with_our_log_probabilities(overrides, tmp_path):
     run = _trained_here(str(tmp_path / "run"), **overrides)

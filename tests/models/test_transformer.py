@@ -111,7 +111,9 @@ def test_decoding_state_takes_the_source_encoded_apart(rng):
 ARCHITECTURES = {
     "post-norm": {},
     "pre-norm, shared embeddings": dict(norm_first=True, share_embeddings=True),
-    "learned positions, gelu": dict(position_encoding="learned", activation="gelu"),
+    "learned positions, gelu, one decoder block": dict(
+        position_encoding="learned", activation="gelu", num_decoder_layers=1
+    ),
     "Marian's positions, scale, tied output and bias": dict(
         share_embeddings=True, position_layout="halves", output_bias=True, activation="silu"
     ),
@@ -261,6 +263,7 @@ def test_output_bias_with_shared_embeddings_shifts_every_logit(rng):
     [
         dict(position_layout="halves", scale_embeddings=False, activation="silu"),
         dict(tie_output_embeddings=True, output_bias=True, layer_norm_epsilon=1e-5),
+        dict(num_decoder_layers=3),
     ],
 )
 def test_marian_options_round_trip_their_config(rng, options):
@@ -275,6 +278,25 @@ def test_marian_options_round_trip_their_config(rng, options):
     restored.set_weights(model.get_weights())
     assert_allclose(restored((src, tgt), training=False), logits, atol=1e-6)
     assert restored.target_embedding.position_layout == model.target_embedding.position_layout
+
+
+@pytest.mark.parametrize("depth", [None, 1, 3])
+def test_the_decoder_may_be_deeper_or_shallower_than_the_encoder(rng, depth):
+    model = _model(num_decoder_layers=depth)
+    src, tgt = _batch(rng)
+    model((src, tgt))
+    assert len(model.encoder.blocks) == 2
+    assert len(model.decoder.blocks) == (depth or 2)
+    assert model.get_config()["num_decoder_layers"] == (depth or 2)
+    # A config written before the argument existed reads as equal depths.
+    config = {k: v for k, v in model.get_config().items() if k != "num_decoder_layers"}
+    assert Transformer.from_config(config).num_decoder_layers == 2
+
+
+@pytest.mark.parametrize("depth", [0, -1, 1.5, True])
+def test_a_decoder_depth_that_is_not_a_positive_int_is_refused(depth):
+    with pytest.raises(ValueError, match="num_decoder_layers"):
+        _model(num_decoder_layers=depth)
 
 
 def test_shared_embeddings_cannot_untie_the_output():
