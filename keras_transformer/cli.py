@@ -207,7 +207,8 @@ def _evaluate(args):
     translator = Translator(
         model, source_tok, target_tok, beam_size=decoding["beam_size"],
         alpha=decoding["alpha"], length_penalty=decoding["length_penalty"],
-        forced_end=decoding["forced_end"], max_output_length=decoding["max_output_length"],
+        forced_end=decoding["forced_end"], renormalize=decoding["renormalize"],
+        max_output_length=decoding["max_output_length"],
     )  # fmt: skip
     sources, references, stats = read_parallel_files(args.source, args.reference)
     if stats.empty_dropped:

@@ -27,17 +27,22 @@ def length_penalty(length, alpha, form="gnmt"):
     return tf.pow((5.0 + length) / 6.0, alpha)
 
 
-def restrict(log_probs, index, max_length, end_id, banned_id=None, forced_end=False):
+def restrict(log_probs, index, max_length, end_id, banned_id=None, forced_end=False,
+             renormalize=False):  # fmt: skip
     """Applies the searches' rules to one step's log-probabilities.
 
     As `generate()`'s logits processors, after the softmax: `banned_id` (the
-    padding token) is never chosen; with `forced_end`, the last step
-    (`index == max_length - 1`) can only end, at no cost (log-probability
-    0), as `forced_eos_token_id` does.
+    padding token) is never chosen; with `renormalize`, the tokens left
+    share the banned one's probability (`renormalize_logits`: a
+    log-softmax again); with `forced_end`, the last step (`index ==
+    max_length - 1`) can only end, at no cost (log-probability 0), as
+    `forced_eos_token_id` does.
     """
     vocab = tf.shape(log_probs)[-1]
     if banned_id is not None:
         log_probs = tf.where(tf.range(vocab) == banned_id, NEG_INF, log_probs)
+    if renormalize:
+        log_probs = log_probs - tf.reduce_logsumexp(log_probs, axis=-1, keepdims=True)
     if forced_end:
         forced = tf.where(tf.range(vocab) == end_id, 0.0, NEG_INF)
         log_probs = tf.where(index >= max_length - 1, forced, log_probs)

@@ -74,6 +74,7 @@ def beam_search(
     length_penalty="gnmt",
     banned_id=None,
     forced_end=False,
+    renormalize=False,
 ):
     """Finds the most likely sequences under a length-normalized score.
 
@@ -122,6 +123,9 @@ def beam_search(
             after the softmax, as `generate()`'s `bad_words_ids`.
         forced_end: the last step (`max_length`) can only end, at no
             cost, as `generate()`'s `forced_eos_token_id`.
+        renormalize: the log-probabilities left once `banned_id` is
+            removed are normalized again, as `generate()`'s
+            `renormalize_logits`.
 
     Returns:
         `(sequences [batch, beam_size, max_length] int32, scores [batch,
@@ -200,7 +204,9 @@ def beam_search(
         function's state is left to the caller."""
         vocab = tf.shape(logits)[-1]
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        log_probs = _common.restrict(log_probs, s.i, max_length, end_id, banned_id, forced_end)
+        log_probs = _common.restrict(
+            log_probs, s.i, max_length, end_id, banned_id, forced_end, renormalize
+        )
         log_probs = tf.reshape(log_probs, [batch, k, vocab])
         candidates = s.alive_log_probs[:, :, None] + log_probs  # [batch, k, vocab]
         # The best over each row's k * vocab candidates, index beam * vocab + token.

@@ -35,6 +35,7 @@ def greedy_search(
     length_penalty="gnmt",
     banned_id=None,
     forced_end=False,
+    renormalize=False,
 ):
     """Picks the most likely token at every step until each row ends.
 
@@ -50,7 +51,7 @@ def greedy_search(
         alpha: length-penalty exponent used for the score.
         grow_state, grow_lengths: caches that grow with the output, as in
             `beam_search`.
-        length_penalty, banned_id, forced_end: as in `beam_search`.
+        length_penalty, banned_id, forced_end, renormalize: as in `beam_search`.
 
     Returns:
         `(sequences [batch, 1, max_length] int32, scores [batch, 1] float32)`:
@@ -82,6 +83,7 @@ def greedy_search(
         step_fn, initial_ids, initial_state, most_likely, max_length=max_length, end_id=end_id,
         alpha=alpha, grow_state=grow_state, grow_lengths=grow_lengths,
         length_penalty=length_penalty, banned_id=banned_id, forced_end=forced_end,
+        renormalize=renormalize,
     )  # fmt: skip
 
 
@@ -100,6 +102,7 @@ def token_by_token(
     length_penalty="gnmt",
     banned_id=None,
     forced_end=False,
+    renormalize=False,
 ):
     """The loop of greedy search and sampling: one token a step, chosen by
     `choose(step_log_probs [batch, vocab], index) -> tokens [batch] int32`,
@@ -129,7 +132,7 @@ def token_by_token(
         logits, state = step_fn(s.ids, s.i, s.state)
         step_log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [batch, vocab]
         step_log_probs = _common.restrict(
-            step_log_probs, s.i, max_length, end_id, banned_id, forced_end
+            step_log_probs, s.i, max_length, end_id, banned_id, forced_end, renormalize
         )
         tokens = choose(step_log_probs, s.i)  # [batch]
         token_log_probs = tf.gather(step_log_probs, tokens, batch_dims=1)  # [batch]

@@ -76,6 +76,7 @@ def sample_search(
     length_penalty="gnmt",
     banned_id=None,
     forced_end=False,
+    renormalize=False,
 ):
     """Draws each token from the model's filtered distribution until every
     row ends, as fairseq's and OpenNMT-tf's sampling decoders do.
@@ -98,7 +99,7 @@ def sample_search(
             (stateless); None draws anew on every call.
         grow_state, grow_lengths: caches that grow with the output, as in
             `beam_search`.
-        length_penalty, banned_id, forced_end: as in `beam_search`.
+        length_penalty, banned_id, forced_end, renormalize: as in `beam_search`.
 
     Returns:
         `(sequences [batch, 1, max_length] int32, scores [batch, 1]
@@ -152,4 +153,5 @@ def sample_search(
         length_penalty=length_penalty,
         banned_id=banned_id,
         forced_end=forced_end,
+        renormalize=renormalize,
     )

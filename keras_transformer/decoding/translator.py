@@ -47,6 +47,10 @@ class Translator(tf.Module):
             there with the end token, as `generate()`'s
             `forced_eos_token_id` (Marian checkpoints set it); otherwise it
             is cut there. Padding is never generated.
+        renormalize: the searches normalize each step's probabilities
+            again once padding is removed, as `generate()`'s
+            `renormalize_logits` (a Marian checkpoint may set it); off,
+            padding's share is lost, as `generate()`'s default.
         max_input_length: longest source, in tokens (at most the model's
             `max_length`).
         max_output_length: longest translation, in tokens.
@@ -87,6 +91,7 @@ class Translator(tf.Module):
         alpha=0.6,
         length_penalty="gnmt",
         forced_end=False,
+        renormalize=False,
         max_input_length=None,
         max_output_length=None,
         sampling_temperature=1.0,
@@ -112,6 +117,7 @@ class Translator(tf.Module):
             )
         self.length_penalty = length_penalty
         self.forced_end = bool(forced_end)
+        self.renormalize = bool(renormalize)
         self.max_input_length = int(min(max_input_length or 256, limit))
         self.max_output_length = int(min(max_output_length or 128, limit))
         if self.beam_size < 1:
@@ -254,6 +260,7 @@ class Translator(tf.Module):
             max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha,
             grow_state=_common.grow_caches, grow_lengths=lengths,
             length_penalty=self.length_penalty, banned_id=PAD_ID, forced_end=self.forced_end,
+            renormalize=self.renormalize,
         )  # fmt: skip
         state = self.model.init_decoding_state(source_ids, lengths[0], encoded=encoded)
         # The encoder's keys, values and mask never change during a search:

@@ -22,6 +22,7 @@ DECODING_DEFAULTS = {
     "length_penalty": "gnmt",
     "max_output_length": 128,
     "forced_end": False,
+    "renormalize": False,
 }
 WEIGHTS = ("auto", "averaged", "best", "final")
 QUANTIZATIONS = ("none", "int8", "int8_float32", "int16", "float16", "bfloat16")
@@ -60,6 +61,9 @@ class ExportOptions:
         forced_end: a translation reaching max_output_length ends there
             with the end token, as generate()'s forced_eos_token_id. None:
             the run's, else off.
+        renormalize: the searches normalize each step's probabilities again
+            once padding is removed, as generate()'s renormalize_logits.
+            None: the run's, else off.
         sampling_temperature: temperature of the translate_sample
             signature: above 1 flatter, below 1 sharper.
         sampling_topk: translate_sample draws from the k most likely
@@ -97,6 +101,7 @@ class ExportOptions:
         default=None, metadata={"aliases": ("--max-length",)}
     )
     forced_end: bool | None = None
+    renormalize: bool | None = None
     sampling_temperature: float = 1.0
     sampling_topk: int = 0
     sampling_topp: float = 1.0
@@ -164,7 +169,7 @@ class ExportOptions:
         return dict(
             beam_size=settings["beam_size"], alpha=settings["alpha"],
             length_penalty=settings["length_penalty"], forced_end=settings["forced_end"],
-            max_output_length=settings["max_output_length"],
+            renormalize=settings["renormalize"], max_output_length=settings["max_output_length"],
             sampling_temperature=self.sampling_temperature, sampling_topk=self.sampling_topk,
             sampling_topp=self.sampling_topp, jit_compile=self.jit_compile,
             batch_sizes=self.batch_sizes, lengths=self.lengths,

@@ -34,6 +34,7 @@ def export_translator(
     alpha=0.6,
     length_penalty="gnmt",
     forced_end=False,
+    renormalize=False,
     max_output_length=128,
     max_input_length=None,
     sampling_temperature=1.0,
@@ -90,8 +91,9 @@ def export_translator(
         export_dir: where to write (must not exist).
         beam_size: beams of `serving_default` and `translate_nbest`.
         alpha: length-penalty exponent.
-        length_penalty, forced_end: the penalty's form and the forced end
-            token (see `Translator`).
+        length_penalty, forced_end, renormalize: the penalty's form, the
+            forced end token and the normalization once padding is removed
+            (see `Translator`).
         max_output_length: longest translation, in tokens (formerly
             `max_length`, which names the model's position table).
         max_input_length: longest input, in tokens (default 256, and at most
@@ -134,6 +136,7 @@ def export_translator(
         alpha=alpha,
         length_penalty=length_penalty,
         forced_end=forced_end,
+        renormalize=renormalize,
         max_input_length=max_input_length,
         max_output_length=max_output_length,
         sampling_temperature=sampling_temperature,

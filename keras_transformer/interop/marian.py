@@ -32,6 +32,8 @@ from keras_transformer.interop import checkpoint
 
 # Marian's `activation_function` -> the Keras activation computing it.
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "gelu": "gelu", "relu": "relu"}
+# The most beams a checkpoint may ask for: each multiplies the search's memory.
+MAX_BEAMS = 256
 START_LOGIT = -1.0e4  # our start row is never predicted: exp(-1e4) is 0 in float32
 FILES = {
     "source_spm": "source.spm",
@@ -253,7 +255,8 @@ def read_marian(folder):
     """
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"{folder} is not a folder")
-    spec = MarianSpec(checkpoint.read_json(folder, "config.json"))
+    config = checkpoint.read_json(folder, "config.json")
+    spec = MarianSpec(config)
     files = dict(FILES)
     tokenizer_config = checkpoint.read_json(folder, "tokenizer_config.json", required=False) or {}
     for key in FILES:
@@ -296,21 +299,7 @@ def read_marian(folder):
         )
     tensors = checkpoint.read_tensors(folder)
     check_tensors(spec, tensors)
-    generation_config = checkpoint.read_json(folder, "generation_config.json", required=False) or {}
-    merged = {**{k: v for k, v in generation_config.items() if v is not None}}
-    max_length = int(merged.get("max_length", 512))
-    bad_words = merged.get("bad_words_ids")
-    generation = {
-        "beam_size": int(merged.get("num_beams", 1)),
-        "alpha": float(merged.get("length_penalty", 1.0)),
-        "length_penalty": "power",
-        # generate()'s max_length counts the start token.
-        "max_output_length": max(1, min(max_length, spec.max_positions) - 1),
-        "forced_end": merged.get("forced_eos_token_id", spec.eos_id if spec.forced_eos else None)
-        == spec.eos_id,
-    }
-    if bad_words not in (None, [[spec.pad_id]]):
-        generation["ignored_bad_words_ids"] = bad_words
+    generation = _generation(spec, config, folder)
     return {
         "spec": spec,
         "tensors": tensors,
@@ -319,6 +308,79 @@ def read_marian(folder):
         "generation": generation,
         "unproduced": unproduced,
     }
+
+
+# What generate() reads from config.json when a folder has no
+# generation_config.json (snapshots saved before that file existed).
+_LEGACY_GENERATION_KEYS = (
+    "num_beams", "max_length", "max_new_tokens", "length_penalty", "bad_words_ids",
+    "forced_eos_token_id", "renormalize_logits", "early_stopping", "no_repeat_ngram_size",
+    "repetition_penalty", "min_length", "min_new_tokens", "do_sample", "num_beam_groups",
+    "encoder_no_repeat_ngram_size",
+)  # fmt: skip
+# Settings of generate() that change translations, with the value that
+# leaves them as this library's searches decode.
+_NEUTRAL = {
+    "early_stopping": False, "no_repeat_ngram_size": 0, "repetition_penalty": 1.0,
+    "min_length": 0, "min_new_tokens": 0, "do_sample": False, "num_beam_groups": 1,
+    "encoder_no_repeat_ngram_size": 0,
+}  # fmt: skip
+
+
+def _generation(spec, config, folder):
+    """The run's generation settings from the checkpoint's, as generate()
+    reads them: generation_config.json, else config.json's own keys.
+
+    A setting generate() would apply that the searches here do not is kept
+    under `ignored` (and named by the import), not silently dropped.
+    """
+    source = "generation_config.json"
+    settings = checkpoint.read_json(folder, source, required=False)
+    if settings is None:
+        source = "config.json"
+        settings = {k: config[k] for k in _LEGACY_GENERATION_KEYS if k in config}
+    settings = {k: v for k, v in settings.items() if v is not None}
+
+    def number(key, default, kind=int, least=1, most=float("inf")):
+        value = settings.get(key, default)
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not least <= value <= most
+                or (kind is int and not float(value).is_integer())):  # fmt: skip
+            kind_name = "an integer" if kind is int else "a number"
+            bounds = f">= {least}" if most == float("inf") else f"in [{least}, {most}]"
+            raise ValueError(f"{source}: {key} must be {kind_name} {bounds}. Received: {value!r}")
+        return kind(value)
+
+    max_length = number("max_length", 512)
+    if "max_new_tokens" in settings:
+        # generate()'s max_length counts the start token; max_new_tokens not.
+        max_length = number("max_new_tokens", None) + 1
+    renormalize = settings.get("renormalize_logits", False)
+    if not isinstance(renormalize, bool):
+        raise ValueError(
+            f"{source}: renormalize_logits must be true or false. Received: {renormalize!r}"
+        )
+    forced = settings.get("forced_eos_token_id", spec.eos_id if spec.forced_eos else None)
+    generation = {
+        "beam_size": number("num_beams", 1, most=MAX_BEAMS),
+        # A negative exponent (favouring short translations) is not one the
+        # searches' stopping rule takes.
+        "alpha": number("length_penalty", 1.0, float, least=0.0),
+        "length_penalty": "power",
+        "max_output_length": max(1, min(max_length, spec.max_positions) - 1),
+        "forced_end": forced == spec.eos_id,
+        "renormalize": renormalize,
+    }
+    ignored = {
+        key: settings[key]
+        for key, neutral in _NEUTRAL.items()
+        if key in settings and settings[key] != neutral
+    }
+    if settings.get("bad_words_ids") not in (None, [[spec.pad_id]]):
+        ignored["bad_words_ids"] = settings["bad_words_ids"]
+    if ignored:
+        generation["ignored"] = ignored
+    return generation
 
 
 def build_model(spec):
@@ -508,11 +570,16 @@ def describe(summary):
     """One paragraph for the command line."""
     generation = summary["generation"]
     lines = [
-        f"Imported a Marian model ({summary['layers']}+{summary['layers']} layers, "
+        f"Imported a Marian model ({summary['layers']}+{summary['decoder_layers']} layers, "
         f"d_model {summary['d_model']}, vocabularies {summary['source_vocab_size']}/"
         f"{summary['target_vocab_size']}) into {summary['run']}",
         "generation: " + json.dumps(generation),
     ]
+    if generation.get("ignored"):
+        lines.append(
+            "note: generate() settings these searches do not apply, translations may differ "
+            "from generate()'s: " + json.dumps(generation["ignored"])
+        )
     for side, count in summary["unproduced_pieces"].items():
         if count:
             lines.append(

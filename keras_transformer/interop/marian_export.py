@@ -189,6 +189,8 @@ def _generation_config(generation):
         config["length_penalty"] = generation["alpha"]
     if generation["forced_end"]:
         config["forced_eos_token_id"] = PAD_ID
+    if generation.get("renormalize"):
+        config["renormalize_logits"] = True
     return config
 
 

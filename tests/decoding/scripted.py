@@ -23,16 +23,21 @@ def markov_step_fn(table):
 
 
 def brute_force(
-    table, row, start_id, end_id, max_length, alpha, penalty="gnmt", banned=None, forced_end=False
-):
+    table, row, start_id, end_id, max_length, alpha, penalty="gnmt", banned=None, forced_end=False,
+    renormalize=False,
+):  # fmt: skip
     """All hypotheses of one row, ranked by the length-normalized score.
 
     `penalty` is `"gnmt"` or `"power"`; `banned` is a token that never
-    appears; with `forced_end`, every hypothesis ends by `max_length`, its
-    last end token at no cost.
+    appears (with `renormalize`, the softmax is over the other tokens);
+    with `forced_end`, every hypothesis ends by `max_length`, its last end
+    token at no cost.
     """
     vocab = table.shape[-1]
-    log_probs = table[row] - np.log(np.exp(table[row]).sum(-1, keepdims=True))
+    counted = np.exp(table[row])
+    if renormalize and banned is not None:
+        counted[..., banned] = 0.0
+    log_probs = table[row] - np.log(counted.sum(-1, keepdims=True))
     results = []
     for length in range(1, max_length + 1):
         for seq in itertools.product(range(vocab), repeat=length):

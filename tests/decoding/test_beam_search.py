@@ -45,6 +45,7 @@ def test_wide_beam_matches_brute_force(alpha, seed):
         dict(length_penalty="power"),
         dict(length_penalty="power", banned_id=0, forced_end=True),
         dict(length_penalty="gnmt", banned_id=2, forced_end=True),
+        dict(length_penalty="power", banned_id=0, forced_end=True, renormalize=True),
     ],
 )
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
@@ -58,6 +59,7 @@ def test_penalty_forms_and_rules_match_brute_force(options, alpha, seed):
         penalty=options["length_penalty"],
         banned=options.get("banned_id"),
         forced_end=options.get("forced_end", False),
+        renormalize=options.get("renormalize", False),
     )
     for row in range(batch):
         ranked = brute_force(table, row, START, END, length, alpha, **reference)

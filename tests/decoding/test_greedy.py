@@ -136,8 +136,9 @@ def test_invalid_arguments(kwargs, match):
         )
 
 
+@pytest.mark.parametrize("renormalize", [False, True])
 @pytest.mark.parametrize("seed", range(3))
-def test_banned_token_and_forced_end(seed):
+def test_banned_token_and_forced_end(seed, renormalize):
     rng = np.random.default_rng(seed)
     table = rng.normal(size=(2, 4, 6, 6)) * 2.0
     table[..., 0] += 30.0  # padding would win every step
@@ -145,8 +146,14 @@ def test_banned_token_and_forced_end(seed):
     sequences, scores = greedy_search(
         markov_step_fn(table), tf.fill([2], START), {"row": tf.range(2)}, max_length=4,
         end_id=END, alpha=1.0, length_penalty="power", banned_id=0, forced_end=True,
+        renormalize=renormalize,
     )  # fmt: skip
-    log_probs = table - np.log(np.exp(table).sum(-1, keepdims=True))
+    # Renormalized, the softmax is over the tokens left; else padding's
+    # share (nearly all of it here) is lost.
+    counted = np.exp(table)
+    if renormalize:
+        counted[..., 0] = 0.0
+    log_probs = table - np.log(counted.sum(-1, keepdims=True))
     for row in range(2):
         path, total, last = [], 0.0, START
         for i in range(3):

@@ -19,19 +19,21 @@ def test_defaults_are_the_documented_ones():
         128,
     )
     assert (decoding["length_penalty"], decoding["forced_end"]) == ("gnmt", False)
+    assert decoding["renormalize"] is False
 
 
 def test_the_run_generation_settings_fill_what_the_options_leave_open():
     generation = {"beam_size": 6, "alpha": 1.0, "length_penalty": "power",
-                  "max_output_length": 511, "forced_end": True}  # fmt: skip
+                  "max_output_length": 511, "forced_end": True, "renormalize": True}  # fmt: skip
     decoding = ExportOptions(**REQUIRED).decoding(generation)
     assert decoding["beam_size"] == 6 and decoding["length_penalty"] == "power"
     assert decoding["max_output_length"] == 511 and decoding["forced_end"] is True
-    given = ExportOptions(**REQUIRED, beam_size=2, length_penalty="gnmt", forced_end=False)
+    assert decoding["renormalize"] is True
+    given = ExportOptions(**REQUIRED, beam_size=2, length_penalty="gnmt", forced_end=False,
+                          renormalize=False)  # fmt: skip
     decoding = given.decoding(generation)
-    assert (decoding["beam_size"], decoding["length_penalty"], decoding["forced_end"]) == (
-        2, "gnmt", False,
-    )  # fmt: skip
+    assert (decoding["beam_size"], decoding["length_penalty"], decoding["forced_end"],
+            decoding["renormalize"]) == (2, "gnmt", False, False)  # fmt: skip
     assert decoding["alpha"] == 1.0
 
 

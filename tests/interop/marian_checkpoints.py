@@ -64,6 +64,7 @@ def _marian_vocab(pieces):
 def build_checkpoint(
     folder, shared=True, activation="swish", seed=0, d_model=32, layers=2, end_bias=6.0,
     num_beams=4, max_length=24, length_penalty=1.0, safetensors=True, init_std=0.5, bias_scale=0.2,
+    renormalize=False, pad_bias=0.0,
 ):  # fmt: skip
     """Writes a Marian folder as `save_pretrained` and `MarianTokenizer`
     write it; returns the folder. `layers`: one depth for both stacks, or
@@ -105,11 +106,12 @@ def build_checkpoint(
         generator = torch.Generator().manual_seed(seed)
         bias = torch.randn(model.final_logits_bias.shape, generator=generator) * bias_scale
         bias[0, 0] += end_bias  # translations end well before max_length
+        bias[0, pad] += pad_bias  # the banned padding's share of each step
         model.final_logits_bias.copy_(bias)
     model.generation_config = GenerationConfig(
         num_beams=num_beams, max_length=max_length, bad_words_ids=[[pad]],
         decoder_start_token_id=pad, eos_token_id=0, forced_eos_token_id=0, pad_token_id=pad,
-        length_penalty=length_penalty,
+        length_penalty=length_penalty, **({"renormalize_logits": True} if renormalize else {}),
     )  # fmt: skip
     model.save_pretrained(folder, safe_serialization=True)
     if not safetensors:

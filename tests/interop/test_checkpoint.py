@@ -86,7 +86,12 @@ def test_without_pytorch_a_pytorch_file_is_one_clear_error(folder, monkeypatch):
         (dict(vocab_size=10**9), "vocab_size=1000000000 is over the limit"),
         (dict(encoder_layers=10**4, decoder_layers=10**4), "encoder_layers=10000 is over"),
         (dict(d_model=-4), "d_model must be a positive int"),
-        (dict(encoder_layers=2, decoder_layers=3), "encoder_layers=2 and decoder_layers=3"),
+        # Depths may differ (a shallow decoder); widths may not.
+        (
+            dict(encoder_attention_heads=2, decoder_attention_heads=4),
+            "encoder_attention_heads=2 and decoder_attention_heads=4",
+        ),
+        (dict(encoder_ffn_dim=64, decoder_ffn_dim=32), "encoder_ffn_dim=64 and decoder_ffn_dim=32"),
         (dict(activation_function="tanh"), "activation_function 'tanh'"),
         (dict(model_type="bart"), "model_type 'bart'"),
         (dict(decoder_start_token_id=0), "decoder_start_token_id=0"),
@@ -181,3 +186,22 @@ def test_an_existing_run_is_never_overwritten(original, tmp_path):
     os.makedirs(tmp_path / "run")
     with pytest.raises(FileExistsError, match="never overwrites"):
         marian.import_marian(original, str(tmp_path / "run"))
+
+
+@pytest.mark.parametrize(
+    "changes,match",
+    [
+        (dict(num_beams=0), r"generation_config.json: num_beams must be an integer in \[1, 256\]"),
+        (dict(num_beams=10**9), "num_beams must be an integer in"),
+        (dict(num_beams=2.5), "num_beams must be an integer"),
+        (dict(max_length="long"), "max_length must be an integer >= 1. Received: 'long'"),
+        (dict(max_length=float("inf")), "max_length must be an integer"),
+        (dict(max_new_tokens=True), "max_new_tokens must be an integer"),
+        (dict(length_penalty=-1.0), "length_penalty must be a number >= 0.0"),
+        (dict(renormalize_logits="yes"), "renormalize_logits must be true or false"),
+    ],
+)
+def test_generation_settings_are_checked_and_named(folder, changes, match):
+    _edit_json(folder, "generation_config.json", **changes)
+    with pytest.raises(ValueError, match=match):
+        marian.read_marian(folder)

@@ -2,11 +2,14 @@
 tiny random models built here."""
 
 import copy
+import json
+import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer import cli
 from keras_transformer.data.tokenizer import END_ID, START_ID
 from keras_transformer.decoding import Translator
 from keras_transformer.interop import marian
@@ -17,9 +20,14 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 CASES = {
-    "shared-swish": dict(shared=True, activation="swish"),
+    # generate() normalizes again once padding is banned (renormalize_logits).
+    "shared-swish-renormalized": dict(
+        shared=True, activation="swish", renormalize=True, pad_bias=3.0
+    ),
     # A deep encoder and a shallow decoder, as OPUS-MT's distilled students.
-    "separate-gelu-3+1-layers": dict(shared=False, activation="gelu", seed=1, layers=(3, 1)),
+    "separate-gelu-3+1-layers": dict(
+        shared=False, activation="gelu", seed=1, layers=(3, 1), pad_bias=3.0
+    ),
 }
 
 
@@ -124,7 +132,7 @@ def _translator(imported, **overrides):
         imported["model"], imported["source"], imported["target"],
         beam_size=generation["beam_size"], alpha=generation["alpha"],
         length_penalty=generation["length_penalty"], forced_end=generation["forced_end"],
-        max_output_length=generation["max_output_length"],
+        renormalize=generation["renormalize"], max_output_length=generation["max_output_length"],
     )  # fmt: skip
 
 
@@ -134,9 +142,10 @@ def _decoded(values):
 
 def test_the_run_keeps_the_checkpoint_generation_settings(imported):
     generation = imported["generation"]
+    renormalized = bool(imported["hf"].generation_config.renormalize_logits)
     assert generation == {
         "beam_size": 4, "alpha": 1.0, "length_penalty": "power",
-        "max_output_length": 23, "forced_end": True,
+        "max_output_length": 23, "forced_end": True, "renormalize": renormalized,
     }  # fmt: skip
 
 
@@ -166,6 +175,22 @@ def test_beam_translations_identical_with_the_checkpoint_settings(imported):
     assert got == expected
 
 
+def test_beam_scores_equal_generate_s(imported):
+    # The scores see what the translations may not: the normalization once
+    # padding is banned (renormalize_logits) moves every score a little.
+    texts = NONEMPTY
+    hf = imported["hf_tokenizer"]
+    batch = hf(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = imported["hf"].generate(**batch, output_scores=True, return_dict_in_generate=True)
+    expected = out.sequences_scores.numpy()
+    got = _translator(imported).translate(tf.constant(texts))["score"].numpy().reshape(-1)
+    np.testing.assert_allclose(got, expected, atol=1e-4)
+    flipped = not imported["generation"]["renormalize"]
+    other = _translator(imported, renormalize=flipped).translate(tf.constant(texts))["score"]
+    assert np.abs(other.numpy().reshape(-1) - expected).max() > 1e-3
+
+
 def test_forced_end_at_the_longest_length_as_generate(imported):
     # Short maximum lengths: most hypotheses are ended by force.
     texts = NONEMPTY[:4]
@@ -174,3 +199,60 @@ def test_forced_end_at_the_longest_length_as_generate(imported):
         translator = _translator(imported, max_output_length=max_length - 1)
         got = _decoded(translator.translate(tf.constant(texts))["translation"])
         assert got == expected, max_length
+
+
+def _generation_keys_into_config(folder, **changes):
+    """The folder as snapshots saved before generation_config.json existed
+    keep it: generate()'s settings in config.json."""
+    path = os.path.join(folder, "generation_config.json")
+    with open(path) as f:
+        settings = {**json.load(f), **changes}
+    os.remove(path)
+    config_path = os.path.join(folder, "config.json")
+    with open(config_path) as f:
+        config = json.load(f)
+    with open(config_path, "w") as f:
+        json.dump({**config, **settings}, f)
+
+
+def test_a_folder_without_generation_config_decodes_with_config_json_s_settings(tmp_path):
+    folder = checkpoints.build_checkpoint(
+        str(tmp_path / "m"), num_beams=3, max_length=20, renormalize=True, pad_bias=3.0, seed=3
+    )
+    _generation_keys_into_config(folder)
+    summary = marian.import_marian(folder, str(tmp_path / "run"))
+    hf = checkpoints.hf_model(folder)
+    assert hf.generation_config.num_beams == 3  # generate() reads config.json too
+    generation = read_generation(summary["run"])
+    assert generation == {
+        "beam_size": 3, "alpha": 1.0, "length_penalty": "power",
+        "max_output_length": 19, "forced_end": True, "renormalize": True,
+    }  # fmt: skip
+    model, source, target, _ = load_run(summary["run"])
+    imported = dict(model=model, source=source, target=target, generation=generation, hf=hf,
+                    hf_tokenizer=checkpoints.hf_tokenizer(folder))  # fmt: skip
+    got = _decoded(_translator(imported).translate(tf.constant(NONEMPTY))["translation"])
+    assert got == _generate(imported, NONEMPTY)
+
+
+def test_generate_settings_the_searches_do_not_apply_are_named_at_import(tmp_path, capsys):
+    folder = checkpoints.build_checkpoint(str(tmp_path / "m"), seed=4)
+    path = os.path.join(folder, "generation_config.json")
+    with open(path) as f:
+        settings = json.load(f)
+    pad = settings["pad_token_id"]
+    settings.update(no_repeat_ngram_size=3, repetition_penalty=1.2, early_stopping=False,
+                    bad_words_ids=[[pad], [5]], max_new_tokens=10)  # fmt: skip
+    with open(path, "w") as f:
+        json.dump(settings, f)
+    run = str(tmp_path / "run")
+    assert cli.main(["import", "--format", "marian", folder, "--output-dir", run]) == 0
+    out = capsys.readouterr().out
+    generation = read_generation(run)
+    # max_new_tokens counts what is generated; max_length counted the start.
+    assert generation["max_output_length"] == 10
+    assert generation["ignored"] == {
+        "no_repeat_ngram_size": 3, "repetition_penalty": 1.2, "bad_words_ids": [[pad], [5]],
+    }  # fmt: skip
+    note = [line for line in out.splitlines() if line.startswith("note: generate() settings")]
+    assert len(note) == 1 and "no_repeat_ngram_size" in note[0] and "early_stopping" not in note[0]

@@ -2,6 +2,7 @@
 `transformers` loads with the same log-probabilities; a run Marian cannot
 express is refused in one line."""
 
+import json
 import os
 
 import numpy as np
@@ -50,9 +51,13 @@ def _export(run, base):
 
 @pytest.mark.parametrize("shared", [True, False])
 def test_an_imported_run_goes_back_with_the_same_log_probabilities(shared, tmp_path):
-    folder = checkpoints.build_checkpoint(str(tmp_path / "m"), shared=shared, seed=2)
+    folder = checkpoints.build_checkpoint(str(tmp_path / "m"), shared=shared, seed=2,
+                                          renormalize=shared)  # fmt: skip
     run = import_marian(folder, str(tmp_path / "run"))["run"]
     written = _export(run, str(tmp_path / "hf"))
+    # The generation settings go back with the model.
+    with open(os.path.join(written, "generation_config.json")) as f:
+        assert json.load(f).get("renormalize_logits", False) is shared
     sources, targets = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
     original, _ = _hf_log_probs(folder, sources, targets)
     back, _ = _hf_log_probs(written, sources, targets)
