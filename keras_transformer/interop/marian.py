@@ -343,9 +343,9 @@ def _generation(spec, config, folder):
 
     def number(key, default, kind=int, least=1, most=float("inf")):
         value = settings.get(key, default)
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
         if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or not least <= value <= most
-                or (kind is int and not float(value).is_integer())):  # fmt: skip
+                or not least <= value <= most or (kind is int and not whole)):  # fmt: skip
             kind_name = "an integer" if kind is int else "a number"
             bounds = f">= {least}" if most == float("inf") else f"in [{least}, {most}]"
             raise ValueError(f"{source}: {key} must be {kind_name} {bounds}. Received: {value!r}")
