@@ -139,14 +139,15 @@ def top_k(values, k, block=64):
     return top, tf.gather(indices, picked, batch_dims=1)
 
 
-def state_lengths(max_length, first=16):
+def state_lengths(max_length, first=16, steps_until=None):
     """The lengths a growing step state runs through (`loop_in_segments`):
-    doubling from `first`, then `max_length`; `[max_length]` alone when it
-    is at most `first`."""
+    from `first`, in steps of `first` up to `steps_until` (if given), then
+    doubling, then `max_length`; `[max_length]` alone when it is at most
+    `first`."""
     lengths, length = [], first
     while length < max_length:
         lengths.append(length)
-        length *= 2
+        length += first if steps_until is not None and length < steps_until else length
     return lengths + [max_length]
 
 

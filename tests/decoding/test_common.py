@@ -71,6 +71,15 @@ def test_state_lengths_double_from_16_up_to_max_length(max_length, lengths):
     assert _common.state_lengths(max_length) == lengths
 
 
+@pytest.mark.parametrize(
+    "max_length, lengths",
+    [(5, [5]), (8, [8]), (20, [8, 16, 20]), (32, [8, 16, 24, 32]),
+     (100, [8, 16, 24, 32, 64, 100]), (511, [8, 16, 24, 32, 64, 128, 256, 511])],
+)  # fmt: skip
+def test_state_lengths_step_then_double(max_length, lengths):
+    assert _common.state_lengths(max_length, first=8, steps_until=32) == lengths
+
+
 @pytest.mark.parametrize("length", [3, 5, 9])
 def test_grown_caches_keep_what_was_written(length):
     # The decoder's caches: keys and values [rows, heads, length, head_dim].
