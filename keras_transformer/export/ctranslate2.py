@@ -95,13 +95,14 @@ def _embeddings(stack_spec, embedding):
 
 def _activation(model):
     common_spec = require("ctranslate2.specs.common_spec", "ctranslate2")
-    import keras
+    from keras_transformer.layers import activations
 
-    function = keras.activations.get(model.activation)
+    function = activations.get(model.activation)
     name = getattr(function, "__name__", repr(function))
     supported = {
         "relu": common_spec.Activation.RELU,
         "gelu": common_spec.Activation.GELU,
+        "gelu_tanh": common_spec.Activation.GELUTanh,
         "silu": common_spec.Activation.SWISH,
         "swish": common_spec.Activation.SWISH,
     }

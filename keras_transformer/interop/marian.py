@@ -31,7 +31,13 @@ import numpy as np
 from keras_transformer.interop import checkpoint
 
 # Marian's `activation_function` -> the Keras activation computing it.
-ACTIVATIONS = {"swish": "silu", "silu": "silu", "gelu": "gelu", "relu": "relu"}
+ACTIVATIONS = {
+    "swish": "silu", "silu": "silu", "gelu": "gelu", "gelu_python": "gelu", "relu": "relu",
+    # The tanh approximation of GELU, under transformers' names for it.
+    "gelu_new": "keras_transformer>gelu_tanh", "gelu_fast": "keras_transformer>gelu_tanh",
+    "gelu_pytorch_tanh": "keras_transformer>gelu_tanh",
+    "gelu_python_tanh": "keras_transformer>gelu_tanh",
+}  # fmt: skip
 # The most beams a checkpoint may ask for: each multiplies the search's memory.
 MAX_BEAMS = 256
 START_LOGIT = -1.0e4  # our start row is never predicted: exp(-1e4) is 0 in float32

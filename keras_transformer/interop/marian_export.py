@@ -28,7 +28,9 @@ from keras_transformer.data.tokenizer import END_ID, PAD_ID, START_ID, UNK_ID
 
 # Our id of each Marian id: the end token and padding change places.
 _SWAP = {END_ID: PAD_ID, PAD_ID: END_ID}
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "silu": "swish", "swish": "swish"}
+ACTIVATIONS = {
+    "relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "swish", "swish": "swish",
+}  # fmt: skip
 
 
 def marian_ids(vocab_size):
@@ -38,7 +40,7 @@ def marian_ids(vocab_size):
 
 def check_expressible(model):
     """Raises a `ValueError` naming what of `model` Marian cannot express."""
-    import keras
+    from keras_transformer.layers import activations
 
     problems = []
     if model.norm_first:
@@ -47,7 +49,7 @@ def check_expressible(model):
         problems.append(f"{model.position_encoding} positions; Marian's are sinusoidal")
     if abs(model.layer_norm_epsilon - 1e-5) > 1e-12:
         problems.append(f"layer_norm_epsilon={model.layer_norm_epsilon}; Marian's is 1e-5")
-    activation = keras.activations.get(model.activation)
+    activation = activations.get(model.activation)
     name = getattr(activation, "__name__", str(model.activation))
     if name not in ACTIVATIONS:
         problems.append(f"the activation {name!r}; Marian has {sorted(ACTIVATIONS)}")

@@ -4,6 +4,7 @@ residual wiring; and what the stacks share: the loop that builds them."""
 import keras
 
 from keras_transformer._validation import check_positive_int
+from keras_transformer.layers import activations
 from keras_transformer.layers._initializers import clone_initializer
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.feed_forward import FeedForward
@@ -94,7 +95,7 @@ class BlockLayer(keras.layers.Layer):
         # None: the same rate as `dropout`, as the paper and older configs.
         self.attention_dropout = dropout if attention_dropout is None else attention_dropout
         self.norm_first = norm_first
-        self.activation = keras.activations.get(activation)
+        self.activation = activations.get(activation)
         self.supports_masking = True
 
     def compute_mask(self, inputs, previous_mask=None):

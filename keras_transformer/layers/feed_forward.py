@@ -3,7 +3,7 @@
 import keras
 
 from keras_transformer._validation import check_positive_int
-from keras_transformer.layers import _rows
+from keras_transformer.layers import _rows, activations
 from keras_transformer.layers._initializers import clone_initializer
 
 
@@ -56,7 +56,7 @@ class FeedForward(keras.layers.Layer):
         self.d_model = d_model
         self.dff = dff
         self.dropout = dropout
-        self.activation = keras.activations.get(activation)
+        self.activation = activations.get(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True

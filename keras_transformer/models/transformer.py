@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_transformer import _renames
 from keras_transformer._validation import check_positive_int
-from keras_transformer.layers import Decoder, Encoder, PositionalEmbedding, _rows
+from keras_transformer.layers import Decoder, Encoder, PositionalEmbedding, _rows, activations
 from keras_transformer.layers.decoder_block import CACHE_RENAMES
 from keras_transformer.models.presets import preset_config
 
@@ -487,7 +487,7 @@ class Transformer(keras.Model):
             "max_length": self.max_length,
             "norm_first": self.norm_first,
             "share_embeddings": self.share_embeddings,
-            "activation": keras.activations.serialize(keras.activations.get(self.activation)),
+            "activation": keras.activations.serialize(activations.get(self.activation)),
             "position_encoding": self.position_encoding,
             "position_layout": self.position_layout,
             "scale_embeddings": self.scale_embeddings,

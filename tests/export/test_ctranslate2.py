@@ -29,7 +29,9 @@ ARCHITECTURES = {
     "pre-norm, separate embeddings": dict(norm_first=True),
     "post-norm, shared embeddings": dict(share_embeddings=True),
     "pre-norm, shared embeddings": dict(norm_first=True, share_embeddings=True),
-    "post-norm, two encoder blocks, one decoder block": dict(num_decoder_layers=1),
+    "post-norm, two encoder blocks, one decoder block, tanh GELU": dict(
+        num_decoder_layers=1, activation="keras_transformer>gelu_tanh"
+    ),
 }
 
 # CTranslate2 runs in a process of its own, as it is used: without TensorFlow.

@@ -35,6 +35,10 @@ CASES = {
 def imported(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     folder = checkpoints.build_checkpoint(str(root / "marian"), **CASES[request.param])
+    return _import(folder, root)
+
+
+def _import(folder, root):
     summary = marian.import_marian(folder, str(root / "run"))
     model, source, target, _ = load_run(summary["run"])
     return dict(
@@ -256,3 +260,17 @@ def test_generate_settings_the_searches_do_not_apply_are_named_at_import(tmp_pat
     }  # fmt: skip
     note = [line for line in out.splitlines() if line.startswith("note: generate() settings")]
     assert len(note) == 1 and "no_repeat_ngram_size" in note[0] and "early_stopping" not in note[0]
+
+
+def test_the_tanh_approximated_gelu_imports_exactly_and_goes_back(tmp_path):
+    # transformers' gelu_new (BERT's, GPT-2's): not Keras's exact "gelu".
+    folder = checkpoints.build_checkpoint(str(tmp_path / "m"), activation="gelu_new", seed=5)
+    imported = _import(folder, tmp_path)
+    assert imported["model"].get_config()["activation"]["config"] == "keras_transformer>gelu_tanh"
+    test_teacher_forced_log_probabilities_equal(imported)
+    test_greedy_translations_identical(imported)
+    written = str(tmp_path / "hf")
+    assert cli.main(["export", "--run", imported["summary"]["run"], "--export-base", written,
+                     "--format", "huggingface"]) == 0  # fmt: skip
+    with open(os.path.join(written, "1", "config.json")) as f:
+        assert json.load(f)["activation_function"] == "gelu_new"
