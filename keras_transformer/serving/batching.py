@@ -150,25 +150,31 @@ class Batcher:
             # the rows waiting fill a batch.
             deadline = time.monotonic() + self.timeout
             stopping = False
-            while True:
-                full = sum(t.remaining for t in pending if not t.yielding) >= self.max_batch_size
-                until = deadline
-                if all(t.yielding for t in pending) and pending[0].next == 0:
-                    # with no row run yet, `waiting` is since it came
-                    until = max(deadline, max(self._worked, pending[0].waiting)
-                                + YIELD_GRACE_SECONDS)  # fmt: skip
-                try:
-                    if full:
-                        item = self.queue.get_nowait()
-                    else:
-                        item = self.queue.get(timeout=max(0.0, until - time.monotonic()))
-                except queue.Empty:
-                    break
-                if item is None:
-                    stopping = True
-                    break
-                pending.append(item)
             try:
+                while True:
+                    # A request whose client left waits for no one: else a
+                    # yielding one's grace would be counted from its arrival.
+                    self._drop_gone(pending)
+                    if not pending:
+                        break
+                    waiting_rows = sum(t.remaining for t in pending if not t.yielding)
+                    full = waiting_rows >= self.max_batch_size
+                    until = deadline
+                    if all(t.yielding for t in pending) and pending[0].next == 0:
+                        # with no row run yet, `waiting` is since it came
+                        until = max(deadline, max(self._worked, pending[0].waiting)
+                                    + YIELD_GRACE_SECONDS)  # fmt: skip
+                    try:
+                        if full:
+                            item = self.queue.get_nowait()
+                        else:
+                            item = self.queue.get(timeout=max(0.0, until - time.monotonic()))
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        stopping = True
+                        break
+                    pending.append(item)
                 self._drop_gone(pending)
                 if pending:
                     self._run(self._pack(pending), pending)
