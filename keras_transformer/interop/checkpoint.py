@@ -9,6 +9,8 @@ before the sizes are checked, and nothing outside the folder is read.
 import json
 import os
 
+import numpy as np
+
 # What a translation checkpoint may ask for; far above any published
 # model (OPUS-MT: 6+6 layers, 512 wide, 58k-65k pieces; the largest
 # Marian models: 12+12 layers, 1024 wide, 2048-4096 feed-forward).
@@ -65,49 +67,116 @@ def check_size(name, value, limit):
 
 
 def read_tensors(folder):
-    """The folder's tensors by name, as NumPy arrays.
+    """The folder's tensors by name, as float32 NumPy arrays.
 
     `model.safetensors` is read with `safetensors` (no PyTorch needed);
     otherwise `pytorch_model.bin` with `torch.load(weights_only=True)`,
-    which refuses any pickle that would run code.
+    which refuses any pickle that would run code. A checkpoint saved in
+    shards (`model.safetensors.index.json`, `pytorch_model.bin.index.json`,
+    as `save_pretrained(max_shard_size=...)` writes it) is read shard by
+    shard; half-precision tensors (float16, bfloat16) are widened to
+    float32.
     """
-    safetensors_path = inside(folder, "model.safetensors", "file")
-    torch_path = inside(folder, "pytorch_model.bin", "file")
-    for path in (safetensors_path, torch_path):
-        if os.path.exists(path) and os.path.getsize(path) > MAX_FILE_BYTES:
-            raise ValueError(f"{path} is over {MAX_FILE_BYTES // 2**30} GiB; refused")
-    if os.path.exists(safetensors_path):
-        from keras_transformer._extras import require
+    for name, read in (
+        ("model.safetensors", _read_safetensors),
+        ("pytorch_model.bin", _read_torch),
+    ):
+        path = inside(folder, name, "file")
+        if os.path.exists(path):
+            return _float32(read(_checked_file(path)))
+        index = inside(folder, f"{name}.index.json", "file")
+        if os.path.exists(index):
+            return _float32(_read_shards(folder, f"{name}.index.json", read))
+    raise FileNotFoundError(
+        f"{folder} has neither model.safetensors nor pytorch_model.bin (nor their "
+        "sharded .index.json)"
+    )
 
-        numpy_io = require("safetensors.numpy", "huggingface")
-        try:
-            return dict(numpy_io.load_file(safetensors_path))
-        except Exception as error:  # safetensors raises its own types
-            raise ValueError(
-                f"{safetensors_path} is not a valid safetensors file: {error}"
-            ) from None
-    if os.path.exists(torch_path):
-        try:
-            import torch
-        except ImportError:
-            raise ImportError(
-                f"{torch_path} is a PyTorch file: reading it needs PyTorch "
-                "(pip install torch), or convert it to model.safetensors"
-            ) from None
-        try:
-            state = torch.load(torch_path, map_location="cpu", weights_only=True)
-        except Exception as error:
-            message = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise ValueError(
-                f"{torch_path} was refused: only plain tensors are read "
-                f"(torch.load weights_only=True): {message}"
-            ) from None
-        if not isinstance(state, dict):
-            raise ValueError(f"{torch_path} does not hold a dict of tensors")
-        tensors = {}
-        for name, value in state.items():
-            if not isinstance(value, torch.Tensor):
-                raise ValueError(f"{torch_path}: {name!r} is not a tensor")
-            tensors[name] = value.detach().to(torch.float32).numpy()
-        return tensors
-    raise FileNotFoundError(f"{folder} has neither model.safetensors nor pytorch_model.bin")
+
+def _checked_file(path):
+    if os.path.getsize(path) > MAX_FILE_BYTES:
+        raise ValueError(f"{path} is over {MAX_FILE_BYTES // 2**30} GiB; refused")
+    return path
+
+
+def _read_shards(folder, index_name, read):
+    """The tensors of the shards an index names, each shard inside the
+    folder and each tensor in the shard the index gives, exactly once."""
+    weight_map = read_json(folder, index_name).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ValueError(f"{index_name} has no weight_map of tensor names to shard files")
+    shards = {}
+    for tensor, shard in weight_map.items():
+        shards.setdefault(shard, set()).add(tensor)
+    if len(shards) > 10_000:
+        raise ValueError(f"{index_name} names {len(shards)} shards; refused")
+    total = 0
+    tensors = {}
+    for shard, names in shards.items():
+        path = inside(folder, shard, f"the shard of {index_name}")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{folder} has no {shard}, a shard {index_name} names")
+        total += os.path.getsize(_checked_file(path))
+        if total > MAX_FILE_BYTES:
+            raise ValueError(f"the shards of {index_name} are over {MAX_FILE_BYTES // 2**30} GiB")
+        for name, value in read(path).items():
+            if name not in names:
+                raise ValueError(f"{shard} holds {name!r}, which {index_name} does not put there")
+            tensors[name] = value
+    missing = sorted(set(weight_map) - set(tensors))
+    if missing:
+        raise ValueError(f"{index_name} names {missing[0]!r}, which its shard lacks")
+    return tensors
+
+
+def _read_safetensors(path):
+    from keras_transformer._extras import require
+
+    numpy_io = require("safetensors.numpy", "huggingface")
+    # Registers bfloat16 and the float8 types with NumPy, so that a
+    # half-precision checkpoint reads whichever backend is (not) loaded.
+    import ml_dtypes  # noqa: F401
+
+    try:
+        return dict(numpy_io.load_file(path))
+    except Exception as error:  # safetensors raises its own types
+        raise ValueError(f"{path} is not a valid safetensors file: {error}") from None
+
+
+def _read_torch(path):
+    try:
+        import torch
+    except ImportError:
+        raise ImportError(
+            f"{path} is a PyTorch file: reading it needs PyTorch "
+            "(pip install torch), or convert it to model.safetensors"
+        ) from None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(
+            f"{path} was refused: only plain tensors are read "
+            f"(torch.load weights_only=True): {message}"
+        ) from None
+    if not isinstance(state, dict):
+        raise ValueError(f"{path} does not hold a dict of tensors")
+    tensors = {}
+    for name, value in state.items():
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"{path}: {name!r} is not a tensor")
+        tensors[name] = value.detach().to(torch.float32).numpy()
+    return tensors
+
+
+def _float32(tensors):
+    for name, value in tensors.items():
+        if value.dtype != np.float32:
+            if value.dtype.kind != "f" and value.dtype.name not in _HALF:
+                raise ValueError(f"{name} has dtype {value.dtype}, not a floating type")
+            tensors[name] = value.astype(np.float32)
+    return tensors
+
+
+# NumPy knows these (through ml_dtypes) as kinds of their own, not "f".
+_HALF = ("bfloat16", "float8_e4m3fn", "float8_e5m2")

@@ -111,6 +111,11 @@ class MarianSpec:
                 f"Received: {self.source_vocab_size}, {self.target_vocab_size}"
             )
         self.tied = bool(config.get("tie_word_embeddings", True))
+        # Shared but untied: transformers 5 then ties nothing, and the
+        # encoder's and decoder's tables are their own (`model.shared` is
+        # unused); older checkpoints hold only `model.shared`, both stacks'
+        # table. `check_tensors` tells which.
+        self.own_input_tables = False
         self.scale_embedding = bool(config.get("scale_embedding", False))
         self.dropout = float(config.get("dropout", 0.1))
         self.attention_dropout = float(config.get("attention_dropout", 0.0))
@@ -131,7 +136,7 @@ class MarianSpec:
         shapes = {"final_logits_bias": (1, self.target_vocab_size)}
         if self.shared:
             shapes["model.shared.weight"] = (self.source_vocab_size, d)
-        else:
+        if not self.shared or self.own_input_tables:
             shapes["model.encoder.embed_tokens.weight"] = (self.source_vocab_size, d)
             shapes["model.decoder.embed_tokens.weight"] = (self.target_vocab_size, d)
         if not self.tied:
@@ -174,14 +179,25 @@ def check_tensors(spec, tensors):
     Copies of tied weights that older checkpoints store (`lm_head.weight`,
     per-stack `embed_tokens` beside `model.shared.weight`) and the fixed
     sinusoidal tables (`embed_positions.weight`) are accepted when they
-    equal what they copy; they are not read.
+    equal what they copy; they are not read. A shared, untied checkpoint
+    whose stacks' tables differ from `model.shared.weight` (as
+    transformers 5 writes one) sets `spec.own_input_tables`.
     """
+    tables = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
+    if spec.shared and not spec.tied and "model.shared.weight" in tensors:
+        shared = tensors["model.shared.weight"]
+        differ = [
+            name for name in tables
+            if name in tensors and (tensors[name].shape != shared.shape
+                                    or not np.array_equal(tensors[name], shared))
+        ]  # fmt: skip
+        spec.own_input_tables = bool(differ)
     expected = spec.expected_shapes()
     missing = sorted(set(expected) - set(tensors))
     if missing:
         raise ValueError(f"The checkpoint lacks {len(missing)} tensor(s): {', '.join(missing[:5])}")
     copies = {}
-    if spec.shared:
+    if spec.shared and not spec.own_input_tables:
         copies["model.encoder.embed_tokens.weight"] = "model.shared.weight"
         copies["model.decoder.embed_tokens.weight"] = "model.shared.weight"
     if spec.tied:
@@ -405,7 +421,7 @@ def build_model(spec):
         attention_dropout=spec.attention_dropout,
         max_length=spec.max_positions,
         norm_first=False,
-        share_embeddings=spec.shared,
+        share_embeddings=spec.shared and not spec.own_input_tables,
         activation=spec.activation,
         position_encoding="sinusoidal",
         position_layout="halves",
@@ -452,7 +468,7 @@ def load_weights(model, spec, tensors, source_unk, target_unk):
     """Copies Marian's tensors into `model`, the vocabulary reordered."""
     source_order = marian_order(spec.source_vocab_size, spec.pad_id, source_unk, spec.eos_id)
     target_order = marian_order(spec.target_vocab_size, spec.pad_id, target_unk, spec.eos_id)
-    if spec.shared:
+    if spec.shared and not spec.own_input_tables:
         model.source_embedding.embeddings.assign(tensors["model.shared.weight"][source_order])
     else:
         model.source_embedding.embeddings.assign(

@@ -82,7 +82,9 @@ def marian_tensors(model):
     target_table = array(model.target_embedding.embeddings)[target_ids][:, width]
     if model.share_embeddings:
         tensors["model.shared.weight"] = source_table
-    else:
+    if not model.share_embeddings or model.output_projection is not None:
+        # Shared but untied, transformers 5 ties nothing and each stack
+        # reads its own table (older versions read `model.shared`).
         tensors["model.encoder.embed_tokens.weight"] = source_table
         tensors["model.decoder.embed_tokens.weight"] = target_table
     if model.output_projection is not None:

@@ -73,10 +73,12 @@ class Transformer(keras.Model):
         scale_embeddings: multiply token embeddings by `sqrt(d_model)`, as
             the paper (Marian: `scale_embedding`).
         tie_output_embeddings: the output projection is the transposed
-            target embedding; implied by `share_embeddings`, and usable
-            with separate source and target vocabularies (Marian's
-            `decoder_vocab_size`). None (default) follows
-            `share_embeddings`.
+            target embedding, with separate source and target
+            vocabularies too (Marian's `decoder_vocab_size`). None
+            (default) follows `share_embeddings`; False with
+            `share_embeddings` keeps one embedding for source and target
+            and gives the output a projection of its own (Marian's
+            `tie_word_embeddings=false`).
         output_bias: add a trained bias to the tied output projection
             (Marian's `final_logits_bias`); an untied projection always
             has one.
@@ -141,11 +143,6 @@ class Transformer(keras.Model):
             )
         if tie_output_embeddings is None:
             tie_output_embeddings = share_embeddings
-        if share_embeddings and not tie_output_embeddings:
-            raise ValueError(
-                "`share_embeddings=True` ties the output projection too; "
-                "`tie_output_embeddings=False` contradicts it"
-            )
         self.num_layers = num_layers
         self.num_decoder_layers = num_layers if num_decoder_layers is None else num_decoder_layers
         self.position_layout = position_layout

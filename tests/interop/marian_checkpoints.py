@@ -64,11 +64,12 @@ def _marian_vocab(pieces):
 def build_checkpoint(
     folder, shared=True, activation="swish", seed=0, d_model=32, layers=2, end_bias=6.0,
     num_beams=4, max_length=24, length_penalty=1.0, safetensors=True, init_std=0.5, bias_scale=0.2,
-    renormalize=False, pad_bias=0.0,
+    renormalize=False, pad_bias=0.0, tied=True,
 ):  # fmt: skip
     """Writes a Marian folder as `save_pretrained` and `MarianTokenizer`
     write it; returns the folder. `layers`: one depth for both stacks, or
-    `(encoder, decoder)`."""
+    `(encoder, decoder)`; `tied=False`: an output projection of its own
+    (`tie_word_embeddings=false`)."""
     import torch
     from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
@@ -98,7 +99,7 @@ def build_checkpoint(
         max_position_embeddings=64, pad_token_id=pad, eos_token_id=0,
         decoder_start_token_id=pad, forced_eos_token_id=0, activation_function=activation,
         scale_embedding=True, share_encoder_decoder_embeddings=shared, init_std=init_std,
-        dropout=0.1,
+        dropout=0.1, tie_word_embeddings=tied,
     )  # fmt: skip
     torch.manual_seed(seed)
     model = MarianMTModel(config).eval()

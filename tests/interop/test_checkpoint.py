@@ -80,6 +80,102 @@ def test_without_pytorch_a_pytorch_file_is_one_clear_error(folder, monkeypatch):
         checkpoint.read_tensors(folder)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_half_precision_checkpoint_reads_widened_without_tensorflow(original, tmp_path, dtype):
+    from transformers import MarianMTModel
+
+    folder = shutil.copytree(original, str(tmp_path / dtype))
+    os.remove(os.path.join(folder, "model.safetensors"))
+    model = MarianMTModel.from_pretrained(original).to(getattr(torch, dtype))
+    model.save_pretrained(folder)
+    expected = {k: v.float().numpy() for k, v in model.state_dict().items()}
+    # NumPy knows bfloat16 only once something registers it: TensorFlow
+    # does, so read in a process that never loads it.
+    script = (
+        "import sys, numpy as np\n"
+        "from keras_transformer.interop import checkpoint\n"
+        "tensors = checkpoint.read_tensors(sys.argv[1])\n"
+        "assert 'tensorflow' not in sys.modules\n"
+        "np.savez(sys.argv[2], **tensors)\n"
+    )
+    out = str(tmp_path / "read.npz")
+    result = subprocess.run(
+        [sys.executable, "-c", script, folder, out], capture_output=True, text=True,
+        timeout=300, env={**os.environ, "KERAS_BACKEND": "numpy"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    read = dict(np.load(out))
+    assert read and all(value.dtype == np.float32 for value in read.values())
+    for name, value in read.items():
+        np.testing.assert_array_equal(value, expected[name], err_msg=name)
+
+
+def _shard(folder, tensors, name, save, parts=3):
+    """Writes `tensors` as `parts` shards and their index, as
+    save_pretrained(max_shard_size=...) does."""
+    names = sorted(tensors)
+    weight_map = {}
+    for i in range(parts):
+        shard = f"{name}-{i + 1:05d}-of-{parts:05d}"
+        save({k: tensors[k] for k in names[i::parts]}, os.path.join(folder, shard))
+        weight_map.update({k: shard for k in names[i::parts]})
+    with open(os.path.join(folder, f"{name}.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    return weight_map
+
+
+def _save_torch(tensors, path):
+    torch.save({k: torch.from_numpy(v) for k, v in tensors.items()}, path)
+
+
+@pytest.mark.parametrize("kind", ["save_pretrained", "safetensors", "pytorch"])
+def test_a_sharded_checkpoint_reads_as_the_whole_one(original, tmp_path, kind):
+    from safetensors.numpy import load_file, save_file
+
+    folder = shutil.copytree(original, str(tmp_path / kind))
+    whole = load_file(os.path.join(folder, "model.safetensors"))
+    os.remove(os.path.join(folder, "model.safetensors"))
+    if kind == "save_pretrained":
+        from transformers import MarianMTModel
+
+        MarianMTModel.from_pretrained(original).save_pretrained(folder, max_shard_size="20KB")
+        assert os.path.exists(os.path.join(folder, "model.safetensors.index.json"))
+    elif kind == "safetensors":
+        _shard(folder, whole, "model.safetensors", save_file)
+    else:
+        _shard(folder, whole, "pytorch_model.bin", _save_torch)
+    read = marian.read_marian(folder)["tensors"]
+    assert set(read) == set(whole)
+    for name, value in whole.items():
+        np.testing.assert_array_equal(read[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "edit,match",
+    [
+        (lambda m, first: m.update({first: "../outside.safetensors"}),
+         "points outside the checkpoint folder"),
+        (lambda m, first: m.update({first: "model.safetensors-00002-of-00003"}),
+         "does not put there"),
+        (lambda m, first: m.update({"model.encoder.layers.7.fc1.bias": m[first]}),
+         "names 'model.encoder.layers.7.fc1.bias', which its shard lacks"),
+        (lambda m, first: m.clear(), "has no weight_map"),
+    ],
+)  # fmt: skip
+def test_a_shard_index_that_disagrees_with_its_shards_is_named(original, tmp_path, edit, match):
+    from safetensors.numpy import load_file, save_file
+
+    folder = shutil.copytree(original, str(tmp_path / "shards"))
+    whole = load_file(os.path.join(folder, "model.safetensors"))
+    os.remove(os.path.join(folder, "model.safetensors"))
+    weight_map = _shard(folder, whole, "model.safetensors", save_file)
+    edit(weight_map, sorted(weight_map)[0])
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"weight_map": weight_map}, f)
+    with pytest.raises((ValueError, FileNotFoundError), match=match):
+        checkpoint.read_tensors(folder)
+
+
 @pytest.mark.parametrize(
     "changes,match",
     [
@@ -142,6 +238,45 @@ def test_an_older_checkpoint_s_copies_and_position_tables_are_accepted(folder):
 
     _rewrite_tensors(folder, add)
     assert marian.read_marian(folder)["spec"].num_layers == 2
+
+
+@pytest.fixture(scope="module")
+def untied(tmp_path_factory):
+    # Shared vocabulary, an output projection of its own.
+    folder = str(tmp_path_factory.mktemp("untied") / "marian")
+    return checkpoints.build_checkpoint(folder, tied=False)
+
+
+@pytest.mark.parametrize("layout", ["transformers 5", "older"])
+def test_a_shared_untied_checkpoint_reads_its_input_tables_where_they_are(untied, tmp_path, layout):
+    folder = shutil.copytree(untied, str(tmp_path / "copy"))
+    encoder, decoder = "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"
+    if layout == "older":
+        # One table for both stacks, under model.shared only.
+        def edit(tensors):
+            tensors["model.shared.weight"] = tensors.pop(encoder)
+            tensors.pop(decoder)
+
+        _rewrite_tensors(folder, edit)
+    read = marian.read_marian(folder)
+    spec, tensors = read["spec"], read["tensors"]
+    # transformers 5 writes three tables and reads the stacks' own.
+    assert spec.own_input_tables is (layout == "transformers 5")
+    model = marian.build_model(spec)
+    assert (model.source_embedding is model.target_embedding) is (layout == "older")
+    marian.load_weights(model, spec, tensors, read["source"][2], read["target"][2])
+    order = marian.marian_order(spec.source_vocab_size, spec.pad_id, read["source"][2],
+                                spec.eos_id)  # fmt: skip
+    for layer, name in ((model.source_embedding, encoder), (model.target_embedding, decoder)):
+        table = tensors["model.shared.weight" if layout == "older" else name]
+        np.testing.assert_array_equal(np.asarray(layer.embeddings), table[order])
+
+
+def test_a_stack_s_own_table_missing_beside_the_other_is_named(untied, tmp_path):
+    folder = shutil.copytree(untied, str(tmp_path / "copy"))
+    _rewrite_tensors(folder, lambda t: t.pop("model.decoder.embed_tokens.weight"))
+    with pytest.raises(ValueError, match="lacks 1 tensor.*model.decoder.embed_tokens.weight"):
+        marian.read_marian(folder)
 
 
 @pytest.mark.parametrize("name", ["../../etc/passwd", "/etc/passwd", "sub/../../x.spm"])

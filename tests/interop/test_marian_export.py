@@ -49,15 +49,24 @@ def _export(run, base):
     return os.path.join(base, "1")
 
 
-@pytest.mark.parametrize("shared", [True, False])
-def test_an_imported_run_goes_back_with_the_same_log_probabilities(shared, tmp_path):
+@pytest.mark.parametrize(
+    "shared,tied", [(True, True), (False, True), (True, False), (False, False)],
+    ids=["shared", "separate", "shared-untied", "separate-untied"],
+)  # fmt: skip
+def test_an_imported_run_goes_back_with_the_same_log_probabilities(shared, tied, tmp_path):
     folder = checkpoints.build_checkpoint(str(tmp_path / "m"), shared=shared, seed=2,
-                                          renormalize=shared)  # fmt: skip
+                                          renormalize=shared, tied=tied)  # fmt: skip
     run = import_marian(folder, str(tmp_path / "run"))["run"]
+    with open(os.path.join(folder, "config.json")) as f:
+        assert json.load(f)["tie_word_embeddings"] is tied
+    model, _, _, _ = load_run(run)
+    assert (model.output_projection is None) is tied
     written = _export(run, str(tmp_path / "hf"))
     # The generation settings go back with the model.
     with open(os.path.join(written, "generation_config.json")) as f:
         assert json.load(f).get("renormalize_logits", False) is shared
+    with open(os.path.join(written, "config.json")) as f:
+        assert json.load(f)["tie_word_embeddings"] is tied
     sources, targets = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
     original, _ = _hf_log_probs(folder, sources, targets)
     back, _ = _hf_log_probs(written, sources, targets)
@@ -97,8 +106,9 @@ def _trained_here(path, **overrides):
         dict(share_embeddings=True),
         dict(activation="gelu", num_decoder_layers=1),
         dict(activation="silu", output_bias=True, tie_output_embeddings=True),
+        dict(share_embeddings=True, tie_output_embeddings=False),
     ],
-    ids=["shared-relu", "separate-gelu-1-decoder-layer", "tied-silu-bias"],
+    ids=["shared-relu", "separate-gelu-1-decoder-layer", "tied-silu-bias", "shared-untied"],
 )
 def test_a_run_trained_here_loads_in_transformers_with_our_log_probabilities(overrides, tmp_path):
     run = _trained_here(str(tmp_path / "run"), **overrides)

@@ -299,9 +299,28 @@ def test_a_decoder_depth_that_is_not_a_positive_int_is_refused(depth):
         _model(num_decoder_layers=depth)
 
 
-def test_shared_embeddings_cannot_untie_the_output():
-    with pytest.raises(ValueError, match="tie_output_embeddings=False"):
-        Transformer(1, 8, 2, 16, 10, 10, share_embeddings=True, tie_output_embeddings=False)
+def test_shared_embeddings_with_an_output_projection_of_its_own(rng):
+    # Marian's share_encoder_decoder_embeddings with tie_word_embeddings=false.
+    model = Transformer(
+        2, 32, 4, 64, SRC_VOCAB, SRC_VOCAB, share_embeddings=True, tie_output_embeddings=False
+    )
+    src, tgt = _batch(rng)
+    tgt = tgt % SRC_VOCAB
+    hidden, logits = _hidden_and_logits(model, src, tgt)
+    assert model.source_embedding is model.target_embedding
+    assert model.logits_bias is None
+    kernel = np.array(model.output_projection.kernel)
+    assert kernel.shape == (32, SRC_VOCAB)
+    expected = hidden @ kernel + np.array(model.output_projection.bias)
+    assert_allclose(logits, expected, atol=1e-4)
+    # Not the tied projection: the embedding's transpose gives other logits.
+    assert np.abs(hidden @ np.array(model.target_embedding.embeddings).T - logits).max() > 1e-2
+    config = model.get_config()
+    assert (config["share_embeddings"], config["tie_output_embeddings"]) == (True, False)
+    restored = Transformer.from_config(config)
+    restored((src, tgt))
+    restored.set_weights(model.get_weights())
+    assert_allclose(restored((src, tgt), training=False), logits, atol=1e-6)
 
 
 def test_save_and_load_in_a_fresh_process(tmp_path, rng):
