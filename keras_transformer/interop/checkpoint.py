@@ -57,13 +57,17 @@ def read_json(folder, name, required=True):
     return value
 
 
-def check_size(name, value, limit):
-    """`value` as a positive int no larger than `limit`."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"The config's {name} must be a positive int. Received: {value!r}")
-    if value > limit:
-        raise ValueError(f"The config's {name}={value} is over the limit of {limit}; refused")
-    return value
+def check_number(source, name, value, most=float("inf"), kind=int, least=1):
+    """`value` as a `kind` in [least, most], refused in one line naming
+    the file and key. A whole float is taken as an int (JSON writers
+    differ), never a bool, a string, NaN or infinity."""
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not least <= value <= most or (kind is int and not whole)):  # fmt: skip
+        kind_name = "an integer" if kind is int else "a number"
+        bounds = f">= {least}" if most == float("inf") else f"in [{least}, {most}]"
+        raise ValueError(f"{source}: {name} must be {kind_name} {bounds}. Received: {value!r}")
+    return kind(value)
 
 
 def read_tensors(folder):

@@ -59,25 +59,23 @@ class MarianSpec:
                 f"config.json has model_type {config.get('model_type')!r}, not 'marian'"
             )
         limits = checkpoint.LIMITS
-        self.d_model = checkpoint.check_size("d_model", config.get("d_model"), limits["d_model"])
+        self.d_model = _size("d_model", config.get("d_model"), limits["d_model"])
         layers = {}
         for key in ("encoder_layers", "decoder_layers"):
-            layers[key] = checkpoint.check_size(key, config.get(key), limits["layers"])
+            layers[key] = _size(key, config.get(key), limits["layers"])
         heads = {}
         for key in ("encoder_attention_heads", "decoder_attention_heads"):
-            heads[key] = checkpoint.check_size(key, config.get(key), limits["heads"])
+            heads[key] = _size(key, config.get(key), limits["heads"])
         ffn = {}
         for key in ("encoder_ffn_dim", "decoder_ffn_dim"):
-            ffn[key] = checkpoint.check_size(key, config.get(key), limits["ffn_dim"])
-        self.source_vocab_size = checkpoint.check_size(
-            "vocab_size", config.get("vocab_size"), limits["vocab_size"]
-        )
-        self.target_vocab_size = checkpoint.check_size(
+            ffn[key] = _size(key, config.get(key), limits["ffn_dim"])
+        self.source_vocab_size = _size("vocab_size", config.get("vocab_size"), limits["vocab_size"])
+        self.target_vocab_size = _size(
             "decoder_vocab_size",
             config.get("decoder_vocab_size") or self.source_vocab_size,
             limits["vocab_size"],
         )
-        self.max_positions = checkpoint.check_size(
+        self.max_positions = _size(
             "max_position_embeddings",
             config.get("max_position_embeddings", 512),
             limits["max_position_embeddings"],
@@ -164,13 +162,12 @@ class MarianSpec:
         return shapes
 
 
+def _size(key, value, limit):
+    return checkpoint.check_number("config.json", key, value, most=limit)
+
+
 def _special(config, key, vocab_size):
-    value = config.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab_size:
-        raise ValueError(
-            f"The config's {key} must be an id below {vocab_size}. Received: {value!r}"
-        )
-    return value
+    return checkpoint.check_number("config.json", key, config.get(key), vocab_size - 1, least=0)
 
 
 def check_tensors(spec, tensors):
@@ -363,15 +360,8 @@ def _generation(spec, config, folder):
         settings = {k: config[k] for k in _LEGACY_GENERATION_KEYS if k in config}
     settings = {k: v for k, v in settings.items() if v is not None}
 
-    def number(key, default, kind=int, least=1, most=float("inf")):
-        value = settings.get(key, default)
-        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or not least <= value <= most or (kind is int and not whole)):  # fmt: skip
-            kind_name = "an integer" if kind is int else "a number"
-            bounds = f">= {least}" if most == float("inf") else f"in [{least}, {most}]"
-            raise ValueError(f"{source}: {key} must be {kind_name} {bounds}. Received: {value!r}")
-        return kind(value)
+    def number(key, default, **bounds):
+        return checkpoint.check_number(source, key, settings.get(key, default), **bounds)
 
     max_length = number("max_length", 512)
     if "max_new_tokens" in settings:
@@ -387,7 +377,7 @@ def _generation(spec, config, folder):
         "beam_size": number("num_beams", 1, most=MAX_BEAMS),
         # A negative exponent (favouring short translations) is not one the
         # searches' stopping rule takes.
-        "alpha": number("length_penalty", 1.0, float, least=0.0),
+        "alpha": number("length_penalty", 1.0, kind=float, least=0.0),
         "length_penalty": "power",
         "max_output_length": max(1, min(max_length, spec.max_positions) - 1),
         "forced_end": forced == spec.eos_id,

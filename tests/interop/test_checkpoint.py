@@ -179,9 +179,13 @@ def test_a_shard_index_that_disagrees_with_its_shards_is_named(original, tmp_pat
 @pytest.mark.parametrize(
     "changes,match",
     [
-        (dict(vocab_size=10**9), "vocab_size=1000000000 is over the limit"),
-        (dict(encoder_layers=10**4, decoder_layers=10**4), "encoder_layers=10000 is over"),
-        (dict(d_model=-4), "d_model must be a positive int"),
+        (dict(vocab_size=10**9), r"config.json: vocab_size must be an integer in \[1, 1000000\]"),
+        (
+            dict(encoder_layers=10**4, decoder_layers=10**4),
+            r"encoder_layers must be an integer in \[1, 128\]. Received: 10000",
+        ),
+        (dict(d_model=-4), "d_model must be an integer in .* Received: -4"),
+        (dict(d_model="512"), "d_model must be an integer in .* Received: '512'"),
         # Depths may differ (a shallow decoder); widths may not.
         (
             dict(encoder_attention_heads=2, decoder_attention_heads=4),
@@ -191,6 +195,8 @@ def test_a_shard_index_that_disagrees_with_its_shards_is_named(original, tmp_pat
         (dict(activation_function="tanh"), "activation_function 'tanh'"),
         (dict(model_type="bart"), "model_type 'bart'"),
         (dict(decoder_start_token_id=0), "decoder_start_token_id=0"),
+        (dict(pad_token_id=10**6), r"pad_token_id must be an integer in \[0, "),
+        (dict(eos_token_id=None), "eos_token_id must be an integer in .* Received: None"),
     ],
 )
 def test_a_config_is_checked_before_anything_is_read_or_allocated(folder, changes, match):
@@ -311,8 +317,8 @@ def test_the_command_line_reports_a_bad_checkpoint_in_one_line(folder, tmp_path)
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if "error" in line]
     assert lines == [
-        "keras-transformer import: error: The config's vocab_size=1000000000 is over the "
-        "limit of 1000000; refused"
+        "keras-transformer import: error: config.json: vocab_size must be an integer in "
+        "[1, 1000000]. Received: 1000000000"
     ], result.stderr[-2000:]
     assert not os.path.exists(tmp_path / "run")
 
