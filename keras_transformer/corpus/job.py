@@ -67,6 +67,8 @@ def run_corpus(options):
     else:
         records = read_records(options.input, options.target)
         total = len(records)
+    if not total:
+        raise ValueError(f"--input {options.input!r} holds no line: every file it matches is empty")
     run = {"local": _run_local, "ray": _run_ray, "beam": _run_beam}[options.engine]
     with ShardWriter(options.output, options.shards) as writer:
         rows_by_worker = run(records, options, writer)

@@ -49,6 +49,7 @@ def iter_records(input_glob, target_glob=None):
     Args:
         input_glob: source files, one sentence a line (plain or `.gz`,
             UTF-8; a line ends at `"\n"`, see `data.sources.iter_lines`).
+            A blank line is a record; an empty file has none.
         target_glob: for scoring, their line-aligned translations: the
             files it matches are paired with the inputs' in sorted order.
 
@@ -64,10 +65,10 @@ def iter_records(input_glob, target_glob=None):
     inputs, targets = _paired_files(input_glob, target_glob)
     for i, path in enumerate(inputs):
         if targets is None:
-            for number, line in enumerate(iter_lines(path)):
+            for number, line in enumerate(iter_lines(path, empty_ok=True)):
                 yield {"file": path, "line": number, "source": line}
             continue
-        sources, paired = iter_lines(path), iter_lines(targets[i])
+        sources, paired = iter_lines(path, empty_ok=True), iter_lines(targets[i], empty_ok=True)
         for number, (line, target) in enumerate(
             itertools.zip_longest(sources, paired, fillvalue=_MISSING)
         ):

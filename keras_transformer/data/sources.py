@@ -45,7 +45,7 @@ class CorpusNotFoundError(CorpusError, FileNotFoundError):
     """A corpus file does not exist."""
 
 
-def iter_lines(path):
+def iter_lines(path, empty_ok=False):
     """The lines of a plain or gzipped (`.gz`) UTF-8 text file, one at a
     time: a file of any size is read in constant memory.
 
@@ -54,6 +54,12 @@ def iter_lines(path):
     `i + 1`, and a line separator inside a sentence (U+2028, a form feed,
     which `str.splitlines` would split at) stays in its sentence: a line
     and its line-aligned translation keep the same number.
+
+    Args:
+        path: the file.
+        empty_ok: a file without a line, or of blank lines only, is read
+            as it is (a corpus to translate keeps its blank lines as
+            records); by default it is refused, as a corpus to train on.
 
     Raises:
         CorpusError: one line naming the file and what is wrong with it:
@@ -87,7 +93,7 @@ def iter_lines(path):
         raise CorpusError(f"{path}: not a valid gzip file ({error})") from None
     except OSError as error:
         raise CorpusError(f"{path}: cannot be read ({error.strerror or error})") from None
-    if blank:
+    if blank and not empty_ok:
         raise CorpusError(f"{path}: the file is empty")
 
 

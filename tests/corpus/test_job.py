@@ -79,6 +79,21 @@ def test_a_bad_job_is_one_line(export_base, corpus, capsys, flags, message):
     assert not list(corpus.glob("bad*"))  # nothing written
 
 
+def test_a_corpus_of_blank_lines_keeps_them_and_one_without_lines_is_refused(export_base, tmp_path):
+    (tmp_path / "blank.en").write_text("\n\n\n", encoding="utf-8")
+    run_corpus(CorpusOptions(model=export_base, input=str(tmp_path / "blank.en"),
+                             output=str(tmp_path / "out")))  # fmt: skip
+    records = read_shards(str(tmp_path / "out"))
+    assert [(r["line"], r["source"], r["translation"]) for r in records] == [
+        (0, "", ""), (1, "", ""), (2, "", "")
+    ]  # fmt: skip
+    (tmp_path / "empty.en").write_text("", encoding="utf-8")
+    with pytest.raises(ValueError, match="holds no line: every file it matches is empty"):
+        run_corpus(CorpusOptions(model=export_base, input=str(tmp_path / "empty.en"),
+                                 output=str(tmp_path / "none")))  # fmt: skip
+    assert not list(tmp_path.glob("none*"))
+
+
 def test_the_local_engine_reads_the_corpus_as_it_goes(export_base, tmp_path, monkeypatch):
     from keras_transformer.corpus import job
 

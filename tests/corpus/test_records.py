@@ -32,6 +32,22 @@ def test_every_line_is_a_record_keyed_by_file_and_line(tmp_path):
     ]  # fmt: skip
 
 
+def test_a_file_of_blank_lines_is_its_records_and_an_empty_file_has_none(tmp_path):
+    # A shard of a split corpus may hold blank lines only, or nothing: each
+    # blank line is still a record, and a pair of empty files pairs.
+    _write(tmp_path / "a.en", "\n\n")
+    _write(tmp_path / "a.de", "\n\n")
+    _write(tmp_path / "b.en", "")
+    _write(tmp_path / "b.de", "")
+    _write(tmp_path / "c.en", "last\n")
+    _write(tmp_path / "c.de", "letzte\n")
+    records = read_records(str(tmp_path / "*.en"), str(tmp_path / "*.de"))
+    assert [(os.path.basename(r["file"]), r["line"], r["source"], r["target"])
+            for r in records] == [("a.en", 0, "", ""), ("a.en", 1, "", ""),
+                                  ("c.en", 0, "last", "letzte")]  # fmt: skip
+    assert count_records(str(tmp_path / "*.en")) == 3
+
+
 def test_targets_pair_with_the_inputs_in_sorted_order(tmp_path):
     for name in ("1.en", "2.en"):
         _write(tmp_path / name, "a\nb\n")
