@@ -53,7 +53,8 @@ def iter_lines(path, empty_ok=False):
     dropped), so that line `i` is what `sed -n` and `wc -l` count as line
     `i + 1`, and a line separator inside a sentence (U+2028, a form feed,
     which `str.splitlines` would split at) stays in its sentence: a line
-    and its line-aligned translation keep the same number.
+    and its line-aligned translation keep the same number. A byte order
+    mark at the start of the file is dropped.
 
     Args:
         path: the file.
@@ -83,6 +84,10 @@ def iter_lines(path, empty_ok=False):
                         f"{path}: line {number} is not UTF-8 (byte {raw[error.start]:#04x} "
                         f"at offset {offset + error.start})"
                     ) from None
+                if number == 1:
+                    # Windows editors start UTF-8 files with a byte order
+                    # mark; it is no part of the first sentence.
+                    line = line.removeprefix("\ufeff")
                 offset += len(raw)
                 line = line.removesuffix("\n").removesuffix("\r")
                 blank = blank and not line.strip()

@@ -45,6 +45,17 @@ def test_lines_end_at_newlines_only_and_stream(tmp_path, ending):
     assert list(read) == lines[1:]
 
 
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_byte_order_mark_is_no_part_of_the_first_sentence(tmp_path, gz):
+    import gzip
+
+    lines = ["Der Hund.", "\ufeffstays inside", "Ende"]
+    path = tmp_path / ("a.de.gz" if gz else "a.de")
+    with (gzip.open if gz else open)(path, "wb") as f:
+        f.write("\ufeff".encode("utf-8") + "\r\n".join(lines).encode("utf-8"))
+    assert sources.read_lines(str(path)) == lines
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.en"):
         sources.read_parallel_files(str(tmp_path / "nope.en"), str(tmp_path / "nope.de"))
