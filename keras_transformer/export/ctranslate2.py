@@ -103,8 +103,11 @@ def _activation(model):
         "relu": common_spec.Activation.RELU,
         "gelu": common_spec.Activation.GELU,
         "gelu_tanh": common_spec.Activation.GELUTanh,
+        "gelu_sigmoid": common_spec.Activation.GELUSigmoid,
         "silu": common_spec.Activation.SWISH,
         "swish": common_spec.Activation.SWISH,
+        "tanh": common_spec.Activation.Tanh,
+        "sigmoid": common_spec.Activation.Sigmoid,
     }
     if name not in supported:
         raise ValueError(f"CTranslate2 has no activation {name!r}; supported: {sorted(supported)}")

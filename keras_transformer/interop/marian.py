@@ -30,13 +30,18 @@ import numpy as np
 
 from keras_transformer.interop import checkpoint
 
-# Marian's `activation_function` -> the Keras activation computing it.
+# Marian's `activation_function` -> the Keras activation computing it:
+# transformers' names (`ACT2FN`) whose function Keras has exactly.
 ACTIVATIONS = {
     "swish": "silu", "silu": "silu", "gelu": "gelu", "gelu_python": "gelu", "relu": "relu",
     # The tanh approximation of GELU, under transformers' names for it.
     "gelu_new": "keras_transformer>gelu_tanh", "gelu_fast": "keras_transformer>gelu_tanh",
     "gelu_pytorch_tanh": "keras_transformer>gelu_tanh",
     "gelu_python_tanh": "keras_transformer>gelu_tanh",
+    "gelu_accurate": "keras_transformer>gelu_tanh",
+    "quick_gelu": "keras_transformer>gelu_sigmoid",
+    "tanh": "tanh", "sigmoid": "sigmoid", "relu6": "relu6", "mish": "mish",
+    "hardswish": "hard_silu", "linear": "linear",
 }  # fmt: skip
 # The most beams a checkpoint may ask for: each multiplies the search's memory.
 MAX_BEAMS = 256

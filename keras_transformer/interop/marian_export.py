@@ -28,8 +28,12 @@ from keras_transformer.data.tokenizer import END_ID, PAD_ID, START_ID, UNK_ID
 
 # Our id of each Marian id: the end token and padding change places.
 _SWAP = {END_ID: PAD_ID, PAD_ID: END_ID}
+# A Keras activation's function name -> transformers' name for it (where
+# several name one function, the one transformers' Marian writes).
 ACTIVATIONS = {
     "relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "swish", "swish": "swish",
+    "gelu_sigmoid": "quick_gelu", "tanh": "tanh", "sigmoid": "sigmoid", "relu6": "relu6",
+    "mish": "mish", "hard_silu": "hardswish", "linear": "linear",
 }  # fmt: skip
 
 

@@ -1,6 +1,6 @@
 """Transformer layers: attention, embeddings, blocks and stacks."""
 
-from keras_transformer.layers.activations import gelu_tanh
+from keras_transformer.layers.activations import gelu_sigmoid, gelu_tanh
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.decoder_block import DecoderBlock
@@ -18,6 +18,7 @@ __all__ = [
     "FeedForward",
     "MultiHeadAttention",
     "PositionalEmbedding",
+    "gelu_sigmoid",
     "gelu_tanh",
     "sinusoidal_position_encoding",
 ]

@@ -27,6 +27,29 @@ def gelu_tanh(x):
     return keras.activations.gelu(x, approximate=True)
 
 
+@keras.saving.register_keras_serializable(package="keras_transformer")
+def gelu_sigmoid(x):
+    """GELU's sigmoid approximation (Hendrycks and Gimpel, 2016):
+    `x sigmoid(1.702 x)`.
+
+    What CLIP and `transformers`' `quick_gelu` compute, and CTranslate2's
+    `GELUSigmoid`. A model names it
+    `activation="keras_transformer>gelu_sigmoid"`.
+
+    Args:
+        x: a tensor.
+
+    Returns:
+        The activation of `x`, of its shape and dtype.
+
+    Example:
+
+    >>> round(float(gelu_sigmoid(keras.ops.convert_to_tensor(1.0))), 4)
+    0.8458
+    """
+    return x * keras.ops.sigmoid(1.702 * x)
+
+
 def get(identifier):
     """`keras.activations.get`, which also takes the name of a registered
     activation (`"keras_transformer>gelu_tanh"`, `"package>name"`)."""

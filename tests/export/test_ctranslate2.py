@@ -32,6 +32,11 @@ ARCHITECTURES = {
     "post-norm, two encoder blocks, one decoder block, tanh GELU": dict(
         num_decoder_layers=1, activation="keras_transformer>gelu_tanh"
     ),
+    "post-norm, shared embeddings, sigmoid GELU, untied output": dict(
+        share_embeddings=True,
+        tie_output_embeddings=False,
+        activation="keras_transformer>gelu_sigmoid",
+    ),
 }
 
 # CTranslate2 runs in a process of its own, as it is used: without TensorFlow.

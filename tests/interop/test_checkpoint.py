@@ -192,7 +192,7 @@ def test_a_shard_index_that_disagrees_with_its_shards_is_named(original, tmp_pat
             "encoder_attention_heads=2 and decoder_attention_heads=4",
         ),
         (dict(encoder_ffn_dim=64, decoder_ffn_dim=32), "encoder_ffn_dim=64 and decoder_ffn_dim=32"),
-        (dict(activation_function="tanh"), "activation_function 'tanh'"),
+        (dict(activation_function="leaky_relu"), "activation_function 'leaky_relu'"),
         (dict(model_type="bart"), "model_type 'bart'"),
         (dict(decoder_start_token_id=0), "decoder_start_token_id=0"),
         (dict(pad_token_id=10**6), r"pad_token_id must be an integer in \[0, "),

@@ -262,15 +262,27 @@ def test_generate_settings_the_searches_do_not_apply_are_named_at_import(tmp_pat
     assert len(note) == 1 and "no_repeat_ngram_size" in note[0] and "early_stopping" not in note[0]
 
 
-def test_the_tanh_approximated_gelu_imports_exactly_and_goes_back(tmp_path):
-    # transformers' gelu_new (BERT's, GPT-2's): not Keras's exact "gelu".
-    folder = checkpoints.build_checkpoint(str(tmp_path / "m"), activation="gelu_new", seed=5)
+@pytest.mark.parametrize(
+    "name,keras_name,written",
+    [
+        # transformers' gelu_new (BERT's, GPT-2's): not Keras's exact "gelu".
+        ("gelu_new", "keras_transformer>gelu_tanh", "gelu_new"),
+        ("gelu_accurate", "keras_transformer>gelu_tanh", "gelu_new"),
+        ("quick_gelu", "keras_transformer>gelu_sigmoid", "quick_gelu"),
+        ("tanh", "tanh", "tanh"),
+        ("mish", "mish", "mish"),
+        ("hardswish", "hard_silu", "hardswish"),
+    ],
+)  # fmt: skip
+def test_other_activations_import_exactly_and_go_back(tmp_path, name, keras_name, written):
+    folder = checkpoints.build_checkpoint(str(tmp_path / "m"), activation=name, seed=5)
     imported = _import(folder, tmp_path)
-    assert imported["model"].get_config()["activation"]["config"] == "keras_transformer>gelu_tanh"
+    saved = imported["model"].get_config()["activation"]  # Keras's own by name
+    assert (saved["config"] if isinstance(saved, dict) else saved) == keras_name
     test_teacher_forced_log_probabilities_equal(imported)
     test_greedy_translations_identical(imported)
-    written = str(tmp_path / "hf")
-    assert cli.main(["export", "--run", imported["summary"]["run"], "--export-base", written,
+    out = str(tmp_path / "hf")
+    assert cli.main(["export", "--run", imported["summary"]["run"], "--export-base", out,
                      "--format", "huggingface"]) == 0  # fmt: skip
-    with open(os.path.join(written, "1", "config.json")) as f:
-        assert json.load(f)["activation_function"] == "gelu_new"
+    with open(os.path.join(out, "1", "config.json")) as f:
+        assert json.load(f)["activation_function"] == written
