@@ -27,8 +27,8 @@ class CorpusOptions:
         signature: the signature that translates; none is the task's own
             (serving_default, translate_nbest, score); translate also
             takes translate_greedy or translate_sample.
-        input: a glob of text files, one sentence a line, plain or .gz,
-            UTF-8 (required).
+        input: a glob of text files (`**` reaches into subfolders), one
+            sentence a line, plain or .gz, UTF-8 (required).
         target: with --task score, a glob of their translations, line by
             line: the files pair with the inputs' in sorted order.
         output: the prefix of the JSON Lines shards

@@ -17,7 +17,9 @@ from keras_transformer.data.sources import iter_lines
 
 
 def _files(pattern, flag):
-    files = sorted(glob.glob(pattern))
+    # `**` reaches into subfolders (`mono/**/*.en`), as in Beam's and
+    # Ray's file patterns; a folder the pattern matches is no input.
+    files = sorted(f for f in glob.glob(pattern, recursive=True) if not os.path.isdir(f))
     if not files:
         raise ValueError(f"{flag} {pattern!r} matches no file")
     return files

@@ -48,6 +48,15 @@ def test_a_file_of_blank_lines_is_its_records_and_an_empty_file_has_none(tmp_pat
     assert count_records(str(tmp_path / "*.en")) == 3
 
 
+def test_a_double_star_reaches_into_subfolders_and_folders_are_no_input(tmp_path):
+    for name in ("top.en", "a/one.en", "a/b/two.en"):
+        os.makedirs(os.path.dirname(tmp_path / name), exist_ok=True)
+        _write(tmp_path / name, name + "\n")
+    os.makedirs(tmp_path / "a" / "folder.en")  # matched by the pattern, not a file
+    records = read_records(str(tmp_path / "**" / "*.en"))
+    assert [r["source"] for r in records] == ["a/b/two.en", "a/one.en", "top.en"]
+
+
 def test_targets_pair_with_the_inputs_in_sorted_order(tmp_path):
     for name in ("1.en", "2.en"):
         _write(tmp_path / name, "a\nb\n")
