@@ -7,6 +7,7 @@ before the sizes are checked, and nothing outside the folder is read.
 """
 
 import json
+import math
 import os
 
 import numpy as np
@@ -60,13 +61,20 @@ def read_json(folder, name, required=True):
 def check_number(source, name, value, most=float("inf"), kind=int, least=1):
     """`value` as a `kind` in [least, most], refused in one line naming
     the file and key. A whole float is taken as an int (JSON writers
-    differ), never a bool, a string, NaN or infinity."""
-    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not least <= value <= most or (kind is int and not whole)):  # fmt: skip
+    differ), never a bool, a string, NaN, infinity or an int past any
+    float."""
+    number = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # a 400-digit int
+            pass
+    if (number is None or not math.isfinite(number) or not least <= value <= most
+            or (kind is int and not number.is_integer())):  # fmt: skip
         kind_name = "an integer" if kind is int else "a number"
         bounds = f">= {least}" if most == float("inf") else f"in [{least}, {most}]"
-        raise ValueError(f"{source}: {name} must be {kind_name} {bounds}. Received: {value!r}")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise ValueError(f"{source}: {name} must be {kind_name} {bounds}. Received: {shown}")
     return kind(value)
 
 
