@@ -25,11 +25,29 @@ def serving_export(trained_model, tmp_path_factory):
     return os.path.join(built_once(tmp_path_factory, "serving_export", build), "translator")
 
 
-def copy_base(base, folder):
-    """A copy of the model base path `base` under `folder`; returns its path."""
+def _ignore(warmup):
+    from keras_transformer.export.warmup import WARMUP_PATH
+
+    return None if warmup else shutil.ignore_patterns(os.path.basename(WARMUP_PATH))
+
+
+def copy_base(base, folder, warmup=True):
+    """A copy of the model base path `base` under `folder`; returns its
+    path. `warmup=False` leaves out the versions' warmup records, see
+    `copy_version`."""
     copy = os.path.join(str(folder), os.path.basename(base))
-    shutil.copytree(base, copy)
+    shutil.copytree(base, copy, ignore=_ignore(warmup))
     return copy
+
+
+def copy_version(version, destination, warmup=False):
+    """A copy of the export version folder `version` at `destination`;
+    returns its path. Without its warmup records unless `warmup`: each
+    load replays them, about 5 s of first runs of the tiny export, which
+    the tests of swaps, refusals and unloads do not need (tests of the
+    warmup keep them)."""
+    shutil.copytree(version, destination, ignore=_ignore(warmup))
+    return str(destination)
 
 
 def string_signature(*inputs, outputs=()):

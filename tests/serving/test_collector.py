@@ -4,14 +4,13 @@ leave to Python's garbage collector, in a process that froze (as
 
 import gc
 import os
-import shutil
 import weakref
 
 import pytest
 
 from keras_transformer.serving import collector
 from keras_transformer.serving.versions import ModelManager
-from tests.serving.conftest import copy_base
+from tests.serving.conftest import copy_base, copy_version
 
 
 @pytest.fixture
@@ -31,14 +30,14 @@ def _tracked(thing):
 def test_a_swap_collects_the_old_version_and_freezes_the_new_where_frozen(
     serving_export, tmp_path, unfrozen, frozen
 ):
-    base = copy_base(serving_export, tmp_path)
+    base = copy_base(serving_export, tmp_path, warmup=False)
     manager = ModelManager(base, "translator", poll_seconds=0)
     try:
         first = weakref.ref(manager.versions[1].model.session.graph)
         if frozen:  # what serve_forever does once started
             collector.freeze_loaded()
             assert not _tracked(first())
-        shutil.copytree(os.path.join(base, "1"), os.path.join(base, "2"))
+        copy_version(os.path.join(base, "1"), os.path.join(base, "2"))
         manager.refresh()
         assert list(manager.versions) == [2]
         # Unloaded: its graph is gone at once, though it was frozen.

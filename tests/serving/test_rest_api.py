@@ -3,7 +3,6 @@
 import base64
 import json
 import os
-import shutil
 import threading
 import time
 import urllib.error
@@ -17,6 +16,7 @@ from keras_transformer.serving.model_config import read_model_config
 from keras_transformer.serving.options import ServerOptions
 from keras_transformer.serving.rest_client import RestTranslationClient
 from keras_transformer.serving.server import start
+from tests.serving.conftest import copy_version
 
 SENTENCES = ["The dog sleeps.", "A small cat sees the old man."]
 
@@ -35,7 +35,7 @@ def root(serving_export, tmp_path_factory):
     # Copies of the shared export: the config, not the weights, is under test.
     root = tmp_path_factory.mktemp("models")
     for folder in ("translator/1", "translator/2", "other/1"):
-        shutil.copytree(os.path.join(serving_export, "1"), str(root / folder))
+        copy_version(os.path.join(serving_export, "1"), root / folder)
     (root / "models.config").write_text(CONFIG)
     return root
 

@@ -21,14 +21,14 @@ from keras_transformer.serving.server import (
     start_server,
 )
 from tests.processes import REPO, run_python
-from tests.serving.conftest import MAX_LENGTH, copy_base
+from tests.serving.conftest import MAX_LENGTH, copy_base, copy_version
 
 
 @pytest.fixture(scope="module")
 def served(trained_model, serving_export, tmp_path_factory):
     model, src, tgt = trained_model
     # Versions are added and removed here: on a copy of the shared export.
-    base = copy_base(serving_export, tmp_path_factory.mktemp("exports"))
+    base = copy_base(serving_export, tmp_path_factory.mktemp("exports"), warmup=False)
     server, port, manager = start_server(base, "translator", port=0, poll_seconds=0.3)
     translator = Translator(model, src, tgt, beam_size=2, max_output_length=MAX_LENGTH)
     yield {
@@ -242,7 +242,7 @@ def labelled(served, tmp_path_factory):
     labels, for the tests that only ask it."""
     base = tmp_path_factory.mktemp("labelled") / "translator"
     for version in (1, 2):
-        shutil.copytree(os.path.join(served["base"], "1"), base / str(version))
+        copy_version(os.path.join(served["base"], "1"), base / str(version))
     labels = {"stable": 1, "canary": 2, "retired": 7}
     server, port, manager = start_server(
         str(base), "translator", port=0, poll_seconds=0, version_policy="all", version_labels=labels
