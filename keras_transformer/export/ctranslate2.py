@@ -127,11 +127,17 @@ def transformer_spec(model, source_pieces, target_pieces):
     """
     specs = require("ctranslate2.specs", "ctranslate2")
     activation = _activation(model)
-    spec = specs.TransformerSpec.from_config(
-        (model.num_layers, model.num_decoder_layers),
-        model.num_heads,
-        pre_norm=model.norm_first,
-        activation=activation,
+    # The stacks' specs apart: each has its own depth and heads.
+    spec = specs.TransformerSpec(
+        specs.TransformerEncoderSpec(
+            model.num_layers, model.num_heads, pre_norm=model.norm_first, activation=activation
+        ),
+        specs.TransformerDecoderSpec(
+            model.num_decoder_layers,
+            model.decoder_num_heads,
+            pre_norm=model.norm_first,
+            activation=activation,
+        ),
     )
     spec.config.layer_norm_epsilon = float(model.layer_norm_epsilon)
     # Our sources end with the end token and have no start token.

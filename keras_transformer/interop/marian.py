@@ -85,21 +85,18 @@ class MarianSpec:
             config.get("max_position_embeddings", 512),
             limits["max_position_embeddings"],
         )
-        # The depths may differ (a deep encoder, a shallow decoder); the
-        # blocks' widths are one value for both.
-        for pair in (heads, ffn):
-            (encoder_key, encoder), (decoder_key, decoder) = pair.items()
-            if encoder != decoder:
-                raise ValueError(
-                    f"{encoder_key}={encoder} and {decoder_key}={decoder} differ: "
-                    "a Transformer here has one value for both"
-                )
+        # Each stack has its own depth, heads and feed-forward width.
         self.num_layers = layers["encoder_layers"]
         self.num_decoder_layers = layers["decoder_layers"]
         self.num_heads = heads["encoder_attention_heads"]
+        self.decoder_num_heads = heads["decoder_attention_heads"]
         self.dff = ffn["encoder_ffn_dim"]
-        if self.d_model % self.num_heads:
-            raise ValueError(f"d_model={self.d_model} is not a multiple of {self.num_heads} heads")
+        self.decoder_dff = ffn["decoder_ffn_dim"]
+        for key, number in heads.items():
+            if self.d_model % number:
+                raise ValueError(
+                    f"config.json: d_model={self.d_model} is not a multiple of {key}={number}"
+                )
         activation = config.get("activation_function", "gelu")
         if activation not in ACTIVATIONS:
             raise ValueError(
@@ -135,7 +132,7 @@ class MarianSpec:
 
     def expected_shapes(self):
         """Every tensor of the checkpoint and its shape."""
-        d, f = self.d_model, self.dff
+        d = self.d_model
         shapes = {"final_logits_bias": (1, self.target_vocab_size)}
         if self.shared:
             shapes["model.shared.weight"] = (self.source_vocab_size, d)
@@ -146,10 +143,10 @@ class MarianSpec:
             shapes["lm_head.weight"] = (self.target_vocab_size, d)
         attention = ("self_attn",)
         stacks = (
-            ("encoder", attention, self.num_layers),
-            ("decoder", (*attention, "encoder_attn"), self.num_decoder_layers),
+            ("encoder", attention, self.num_layers, self.dff),
+            ("decoder", (*attention, "encoder_attn"), self.num_decoder_layers, self.decoder_dff),
         )
-        for stack, names, depth in stacks:
+        for stack, names, depth, f in stacks:
             for i in range(depth):
                 prefix = f"model.{stack}.layers.{i}."
                 for name in names:
@@ -410,6 +407,8 @@ def build_model(spec):
         d_model=spec.d_model,
         num_heads=spec.num_heads,
         dff=spec.dff,
+        decoder_num_heads=spec.decoder_num_heads,
+        decoder_dff=spec.decoder_dff,
         source_vocab_size=spec.source_vocab_size + 1,
         target_vocab_size=spec.target_vocab_size + 1,
         dropout=spec.dropout,
@@ -481,7 +480,7 @@ def load_weights(model, spec, tensors, source_unk, target_unk):
         kernel[:, 2] = 0.0
         model.output_projection.kernel.assign(kernel)
         model.output_projection.bias.assign(bias)
-    heads = spec.num_heads
+    heads, decoder_heads = spec.num_heads, spec.decoder_num_heads
     for i, block in enumerate(model.encoder.blocks):
         prefix = f"model.encoder.layers.{i}."
         _assign_attention(block.self_attention, tensors, prefix + "self_attn.", heads)
@@ -489,9 +488,9 @@ def load_weights(model, spec, tensors, source_unk, target_unk):
         _assign_ffn(block, tensors, prefix)
     for i, block in enumerate(model.decoder.blocks):
         prefix = f"model.decoder.layers.{i}."
-        _assign_attention(block.self_attention, tensors, prefix + "self_attn.", heads)
+        _assign_attention(block.self_attention, tensors, prefix + "self_attn.", decoder_heads)
         _assign_norm(block.self_attention_norm, tensors, prefix + "self_attn_layer_norm")
-        _assign_attention(block.cross_attention, tensors, prefix + "encoder_attn.", heads)
+        _assign_attention(block.cross_attention, tensors, prefix + "encoder_attn.", decoder_heads)
         _assign_norm(block.cross_attention_norm, tensors, prefix + "encoder_attn_layer_norm")
         _assign_ffn(block, tensors, prefix)
 

@@ -105,7 +105,7 @@ def cross_attention_entropy(model, source_ids, target_ids):
     weights = ops.cast(target_mask, "float32")[:, None, :]
     weights = weights * ops.cast(source_lengths > 1.0, "float32")[:, None, None]
     largest = ops.log(ops.maximum(source_lengths, 2.0))[:, None, None]
-    heads = model.num_heads
+    heads = model.decoder_num_heads
     entropies = []
     for block in model.decoder.blocks:
         # One call gives the block's output and its cross-attention weights.

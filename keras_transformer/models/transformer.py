@@ -86,6 +86,10 @@ class Transformer(keras.Model):
             `num_layers`. A deep encoder with a shallow decoder decodes
             faster for much the same quality (Kasai et al., 2021; the
             distilled students of OPUS-MT, Marian's `decoder_layers`).
+        decoder_num_heads: attention heads of the decoder blocks; None
+            (default) is `num_heads` (Marian's `decoder_attention_heads`).
+        decoder_dff: feed-forward hidden size of the decoder blocks; None
+            (default) is `dff` (Marian's `decoder_ffn_dim`).
         layer_norm_epsilon: epsilon of every layer norm.
         kernel_initializer: initializer of the blocks' kernels.
         bias_initializer: initializer of the blocks' biases.
@@ -125,6 +129,8 @@ class Transformer(keras.Model):
         tie_output_embeddings=None,
         output_bias=False,
         num_decoder_layers=None,
+        decoder_num_heads=None,
+        decoder_dff=None,
         **kwargs,
     ):
         renamed = _renames.pop_renamed(kwargs, RENAMED_ARGUMENTS, "Transformer")
@@ -133,8 +139,13 @@ class Transformer(keras.Model):
         dropout = _renames.resolve("dropout", dropout, 0.1, renamed)
         attention_dropout = _renames.resolve("attention_dropout", attention_dropout, None, renamed)
         check_vocab_sizes(source_vocab_size, target_vocab_size)
-        if num_decoder_layers is not None:
-            check_positive_int("num_decoder_layers", num_decoder_layers)
+        for name, value in (
+            ("num_decoder_layers", num_decoder_layers),
+            ("decoder_num_heads", decoder_num_heads),
+            ("decoder_dff", decoder_dff),
+        ):
+            if value is not None:
+                check_positive_int(name, value)
         if share_embeddings and source_vocab_size != target_vocab_size:
             raise ValueError(
                 "`share_embeddings=True` needs one vocabulary for source and "
@@ -152,6 +163,13 @@ class Transformer(keras.Model):
         self.d_model = d_model
         self.num_heads = num_heads
         self.dff = dff
+        self.decoder_num_heads = num_heads if decoder_num_heads is None else decoder_num_heads
+        self.decoder_dff = dff if decoder_dff is None else decoder_dff
+        if decoder_num_heads is not None and d_model % decoder_num_heads:
+            raise ValueError(
+                "`d_model` must be divisible by `decoder_num_heads`. "
+                f"Received: d_model={d_model}, decoder_num_heads={decoder_num_heads}"
+            )
         self.source_vocab_size = source_vocab_size
         self.target_vocab_size = target_vocab_size
         self.dropout = dropout
@@ -201,7 +219,15 @@ class Transformer(keras.Model):
             dropout, dtype=self.dtype_policy, name="embedding_dropout"
         )
         self.encoder = Encoder(name="encoder", **blocks)
-        self.decoder = Decoder(name="decoder", **{**blocks, "num_layers": self.num_decoder_layers})
+        self.decoder = Decoder(
+            name="decoder",
+            **{
+                **blocks,
+                "num_layers": self.num_decoder_layers,
+                "num_heads": self.decoder_num_heads,
+                "dff": self.decoder_dff,
+            },
+        )
         self.output_projection = None
         if not self.tie_output_embeddings:
             self.output_projection = keras.layers.Dense(
@@ -477,6 +503,8 @@ class Transformer(keras.Model):
             "d_model": self.d_model,
             "num_heads": self.num_heads,
             "dff": self.dff,
+            "decoder_num_heads": self.decoder_num_heads,
+            "decoder_dff": self.decoder_dff,
             "source_vocab_size": self.source_vocab_size,
             "target_vocab_size": self.target_vocab_size,
             "dropout": self.dropout,

@@ -29,9 +29,12 @@ ARCHITECTURES = {
     "pre-norm, separate embeddings": dict(norm_first=True),
     "post-norm, shared embeddings": dict(share_embeddings=True),
     "pre-norm, shared embeddings": dict(norm_first=True, share_embeddings=True),
-    "post-norm, two encoder blocks, one decoder block, tanh GELU": dict(
-        num_decoder_layers=1, activation="keras_transformer>gelu_tanh"
-    ),
+    "post-norm, two encoder blocks, one narrower decoder block, tanh GELU": dict(
+        num_decoder_layers=1,
+        decoder_num_heads=2,
+        decoder_dff=48,
+        activation="keras_transformer>gelu_tanh",
+    ),  # fmt: skip
     "post-norm, shared embeddings, sigmoid GELU, untied output": dict(
         share_embeddings=True,
         tie_output_embeddings=False,

@@ -64,11 +64,12 @@ def _marian_vocab(pieces):
 def build_checkpoint(
     folder, shared=True, activation="swish", seed=0, d_model=32, layers=2, end_bias=6.0,
     num_beams=4, max_length=24, length_penalty=1.0, safetensors=True, init_std=0.5, bias_scale=0.2,
-    renormalize=False, pad_bias=0.0, tied=True,
+    renormalize=False, pad_bias=0.0, tied=True, heads=2, ffn_dim=None,
 ):  # fmt: skip
     """Writes a Marian folder as `save_pretrained` and `MarianTokenizer`
-    write it; returns the folder. `layers`: one depth for both stacks, or
-    `(encoder, decoder)`; `tied=False`: an output projection of its own
+    write it; returns the folder. `layers`, `heads`, `ffn_dim` (by default
+    `2 * d_model`): one value for both stacks, or `(encoder, decoder)`;
+    `tied=False`: an output projection of its own
     (`tie_word_embeddings=false`)."""
     import torch
     from transformers import GenerationConfig, MarianConfig, MarianMTModel
@@ -91,11 +92,18 @@ def build_checkpoint(
         ordered += [f"▁tail{i}" for i in range(3)]  # the target runs past it
         target_vocab = {piece: i for i, piece in enumerate(ordered)}
     pad = len(source_vocab) - 1
-    encoder_layers, decoder_layers = layers if isinstance(layers, tuple) else (layers, layers)
+
+    def pair(value):
+        return value if isinstance(value, tuple) else (value, value)
+
+    encoder_layers, decoder_layers = pair(layers)
+    encoder_heads, decoder_heads = pair(heads)
+    encoder_ffn, decoder_ffn = pair(ffn_dim or 2 * d_model)
     config = MarianConfig(
         vocab_size=len(source_vocab), decoder_vocab_size=len(target_vocab), d_model=d_model,
-        encoder_layers=encoder_layers, decoder_layers=decoder_layers, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=2 * d_model, decoder_ffn_dim=2 * d_model,
+        encoder_layers=encoder_layers, decoder_layers=decoder_layers,
+        encoder_attention_heads=encoder_heads, decoder_attention_heads=decoder_heads,
+        encoder_ffn_dim=encoder_ffn, decoder_ffn_dim=decoder_ffn,
         max_position_embeddings=64, pad_token_id=pad, eos_token_id=0,
         decoder_start_token_id=pad, forced_eos_token_id=0, activation_function=activation,
         scale_embedding=True, share_encoder_decoder_embeddings=shared, init_std=init_std,

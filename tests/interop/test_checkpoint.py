@@ -186,12 +186,16 @@ def test_a_shard_index_that_disagrees_with_its_shards_is_named(original, tmp_pat
         ),
         (dict(d_model=-4), "d_model must be an integer in .* Received: -4"),
         (dict(d_model="512"), "d_model must be an integer in .* Received: '512'"),
-        # Depths may differ (a shallow decoder); widths may not.
+        # Each stack's heads divide the width.
         (
-            dict(encoder_attention_heads=2, decoder_attention_heads=4),
-            "encoder_attention_heads=2 and decoder_attention_heads=4",
+            dict(decoder_attention_heads=3),
+            "d_model=32 is not a multiple of decoder_attention_heads=3",
         ),
-        (dict(encoder_ffn_dim=64, decoder_ffn_dim=32), "encoder_ffn_dim=64 and decoder_ffn_dim=32"),
+        (
+            dict(encoder_attention_heads=5),
+            "d_model=32 is not a multiple of encoder_attention_heads=5",
+        ),
+        (dict(decoder_ffn_dim=0), r"decoder_ffn_dim must be an integer in \[1, "),
         (dict(activation_function="leaky_relu"), "activation_function 'leaky_relu'"),
         (dict(model_type="bart"), "model_type 'bart'"),
         (dict(decoder_start_token_id=0), "decoder_start_token_id=0"),

@@ -24,10 +24,17 @@ CASES = {
     "shared-swish-renormalized": dict(
         shared=True, activation="swish", renormalize=True, pad_bias=3.0
     ),
-    # A deep encoder and a shallow decoder, as OPUS-MT's distilled students.
-    "separate-gelu-3+1-layers": dict(
-        shared=False, activation="gelu", seed=1, layers=(3, 1), pad_bias=3.0
-    ),
+    # A deep encoder and a shallow decoder, as OPUS-MT's distilled students,
+    # and each stack with heads and a feed-forward width of its own.
+    "separate-gelu-3+1-layers-own-widths": dict(
+        shared=False,
+        activation="gelu",
+        seed=1,
+        layers=(3, 1),
+        pad_bias=3.0,
+        heads=(2, 4),
+        ffn_dim=(64, 48),
+    ),  # fmt: skip
 }
 
 

@@ -104,11 +104,16 @@ def _trained_here(path, **overrides):
     "overrides",
     [
         dict(share_embeddings=True),
-        dict(activation="gelu", num_decoder_layers=1),
+        dict(activation="gelu", num_decoder_layers=1, decoder_num_heads=2, decoder_dff=48),
         dict(activation="silu", output_bias=True, tie_output_embeddings=True),
         dict(share_embeddings=True, tie_output_embeddings=False),
     ],
-    ids=["shared-relu", "separate-gelu-1-decoder-layer", "tied-silu-bias", "shared-untied"],
+    ids=[
+        "shared-relu",
+        "separate-gelu-1-narrower-decoder-layer",
+        "tied-silu-bias",
+        "shared-untied",
+    ],
 )
 def test_a_run_trained_here_loads_in_transformers_with_our_log_probabilities(overrides, tmp_path):
     run = _trained_here(str(tmp_path / "run"), **overrides)

@@ -13,7 +13,7 @@ from tests.backends import assert_allclose, to_numpy
 VOCAB = 40
 
 
-def _model(norm_first=False, num_layers=2):
+def _model(norm_first=False, num_layers=2, **options):
     model = Transformer(
         num_layers,
         32,
@@ -23,6 +23,7 @@ def _model(norm_first=False, num_layers=2):
         target_vocab_size=VOCAB,
         dropout=0.0,
         norm_first=norm_first,
+        **options,
     )
     model.build(((None, None), (None, None)))
     return model
@@ -108,8 +109,9 @@ def _numpy_entropy(scores, source, target):
     return float(np.mean(values))
 
 
-def test_cross_attention_entropy_of_the_last_block_matches_the_decoder(rng):
-    model = _model()
+@pytest.mark.parametrize("decoder_heads", [None, 2])
+def test_cross_attention_entropy_of_the_last_block_matches_the_decoder(rng, decoder_heads):
+    model = _model(decoder_num_heads=decoder_heads)
     source, target = _batch(rng)
     values = cross_attention_entropy(model, source, target)
     assert len(values) == 2

@@ -111,9 +111,13 @@ def test_decoding_state_takes_the_source_encoded_apart(rng):
 ARCHITECTURES = {
     "post-norm": {},
     "pre-norm, shared embeddings": dict(norm_first=True, share_embeddings=True),
-    "learned positions, gelu, one decoder block": dict(
-        position_encoding="learned", activation="gelu", num_decoder_layers=1
-    ),
+    "learned positions, gelu, one narrower decoder block": dict(
+        position_encoding="learned",
+        activation="gelu",
+        num_decoder_layers=1,
+        decoder_num_heads=2,
+        decoder_dff=48,
+    ),  # fmt: skip
     "Marian's positions, scale, tied output and bias": dict(
         share_embeddings=True, position_layout="halves", output_bias=True, activation="silu"
     ),
@@ -264,6 +268,7 @@ def test_output_bias_with_shared_embeddings_shifts_every_logit(rng):
         dict(position_layout="halves", scale_embeddings=False, activation="silu"),
         dict(tie_output_embeddings=True, output_bias=True, layer_norm_epsilon=1e-5),
         dict(num_decoder_layers=3),
+        dict(decoder_num_heads=8, decoder_dff=40),
     ],
 )
 def test_marian_options_round_trip_their_config(rng, options):
@@ -297,6 +302,40 @@ def test_the_decoder_may_be_deeper_or_shallower_than_the_encoder(rng, depth):
 def test_a_decoder_depth_that_is_not_a_positive_int_is_refused(depth):
     with pytest.raises(ValueError, match="num_decoder_layers"):
         _model(num_decoder_layers=depth)
+
+
+def test_the_decoder_blocks_may_have_heads_and_widths_of_their_own(rng):
+    # Marian's decoder_attention_heads and decoder_ffn_dim.
+    model = _model(decoder_num_heads=2, decoder_dff=24)
+    src, tgt = _batch(rng)
+    model((src, tgt))
+    assert {b.self_attention.num_heads for b in model.encoder.blocks} == {4}
+    for block in model.decoder.blocks:
+        assert block.self_attention.num_heads == block.cross_attention.num_heads == 2
+        assert tuple(block.feed_forward.weights[0].shape) == (32, 24)  # the first kernel
+    assert {tuple(b.feed_forward.weights[0].shape) for b in model.encoder.blocks} == {(32, 64)}
+    state = model.init_decoding_state(src, 5)
+    assert tuple(state["self_attention_cache"][0][0].shape) == (3, 2, 5, 16)
+    # A config written before the arguments existed reads as one width.
+    config = model.get_config()
+    assert (config["decoder_num_heads"], config["decoder_dff"]) == (2, 24)
+    old = {k: v for k, v in config.items() if k not in ("decoder_num_heads", "decoder_dff")}
+    restored = Transformer.from_config(old)
+    assert (restored.decoder_num_heads, restored.decoder_dff) == (4, 64)
+
+
+@pytest.mark.parametrize(
+    "options,match",
+    [
+        (dict(decoder_num_heads=0), "decoder_num_heads"),
+        (dict(decoder_num_heads=3), "divisible by `decoder_num_heads`"),
+        (dict(decoder_dff=-2), "decoder_dff"),
+        (dict(decoder_dff=1.5), "decoder_dff"),
+    ],
+)
+def test_decoder_widths_that_cannot_be_are_refused(options, match):
+    with pytest.raises(ValueError, match=match):
+        _model(**options)
 
 
 def test_shared_embeddings_with_an_output_projection_of_its_own(rng):
