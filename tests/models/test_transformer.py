@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 import textwrap
@@ -385,7 +386,12 @@ def test_save_and_load_in_a_fresh_process(tmp_path, rng):
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
-        env={"KERAS_BACKEND": keras.backend.backend(), "PATH": "/usr/bin:/bin"},
+        # XLA's flags too: its code generation decides the last bits.
+        env={
+            "KERAS_BACKEND": keras.backend.backend(),
+            "PATH": "/usr/bin:/bin",
+            **{k: v for k, v in os.environ.items() if k == "XLA_FLAGS"},
+        },
         cwd=REPO,  # where the child imports `tests` from
     )
     assert "IDENTICAL" in result.stdout, result.stderr[-3000:]

@@ -1,7 +1,6 @@
 """The deployed path through the command line: export, serve, query, swap."""
 
 import os
-import shutil
 import time
 
 import numpy as np
@@ -9,6 +8,7 @@ import numpy as np
 from keras_transformer import cli
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from tests.processes import run_python, start_serve
+from tests.serving.conftest import copy_version
 
 SENTENCES = ["The dog sleeps.", "A young woman reads the book because the children laugh."]
 
@@ -43,7 +43,7 @@ def test_train_export_serve_query_and_swap(trained_run, tmp_path):
 
         # A new version lands whole (as an export writes it: elsewhere,
         # then renamed in); the export command itself ran above.
-        shutil.copytree(os.path.join(base, "1"), tmp_path / "staged")
+        copy_version(os.path.join(base, "1"), tmp_path / "staged")
         os.rename(tmp_path / "staged", os.path.join(base, "2"))
         with GrpcTranslationClient(f"127.0.0.1:{port}", "translator") as client:
             deadline = time.time() + 120
