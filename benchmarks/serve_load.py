@@ -424,6 +424,10 @@ def main():
     import tempfile
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="serve_load_")
+    try:
+        os.makedirs(workdir, exist_ok=True)
+    except OSError as error:
+        parser.error(f"--workdir {workdir}: {error.strerror}")
     if args.server_cpus is not None:  # before any thread: they inherit it
         os.sched_setaffinity(0, _cpu_list(args.server_cpus))
     if args.server_nice < 0 and os.getuid() != 0:
