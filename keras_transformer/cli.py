@@ -555,10 +555,29 @@ def _is_user_error(error):
         return type(error) is ImportError and "pip install" in str(error)
     if not isinstance(error, (ValueError, OSError)):
         return False
-    tb, last = error.__traceback__, None
+    files, tb = [], error.__traceback__
     while tb is not None:
-        last, tb = tb, tb.tb_next
-    return last is not None and last.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+        files.append(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    ours = [i for i, name in enumerate(files) if name.startswith(_PACKAGE_DIR)]
+    if not ours:
+        return False
+    if ours[-1] == len(files) - 1:
+        return True
+    # A path of the user's that the package handed to the standard library
+    # (os.makedirs, shutil) and the file system refused: the message names it.
+    return getattr(error, "filename", None) is not None and all(
+        _in_standard_library(name) for name in files[ours[-1] + 1 :]
+    )
+
+
+def _in_standard_library(filename):
+    import sysconfig
+
+    library = sysconfig.get_paths()["stdlib"]
+    return filename.startswith("<frozen ") or (
+        filename.startswith(library + os.sep) and "site-packages" not in filename
+    )
 
 
 def parse_command_line(argv):

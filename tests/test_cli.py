@@ -1,5 +1,8 @@
 """The command line passes its flags through to the library unchanged."""
 
+import io
+import os
+
 import pytest
 
 from keras_transformer import cli
@@ -98,6 +101,38 @@ def test_an_xla_cache_it_cannot_write_is_named_in_one_line(command, tmp_path, ca
     assert cli.main([*argv, "--xla-cache-dir", str(cache)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"XLA cache directory {cache} cannot be written" in err[0]
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["export", "export-huggingface", "export-ctranslate2", "train", "translate-plot"],
+)
+def test_an_output_path_through_a_file_is_named_in_one_line(command, request, tmp_path, capsys,
+                                                          monkeypatch):  # fmt: skip
+    """The file system's refusal of a path the user gave is the user's error,
+    wherever the package hands the path on (os.makedirs, matplotlib); the
+    corpus job's own check: tests/corpus/test_job.py."""
+    (tmp_path / "file").write_text("x\n")
+    out = str(tmp_path / "file" / "out")
+    if command.startswith("export"):
+        run = request.getfixturevalue("trained_run")["run"]
+        argv = ["export", "--run", run, "--export-base", out]
+        argv += ["--format", command.split("-")[1]] if "-" in command else []
+        if command == "export-ctranslate2":
+            pytest.importorskip("ctranslate2")
+    elif command == "train":
+        argv = ["train", "--dataset", "synthetic", "--output-dir", out, "--epochs", "1"]
+    else:
+        base = request.getfixturevalue("export_base")
+        monkeypatch.setattr("sys.stdin", io.StringIO("The dog sleeps.\n"))
+        argv = ["translate", "--model", base, "--plot-attention", out + ".png"]
+    assert cli.main(argv) == 2
+    err = [line for line in capsys.readouterr().err.strip().splitlines()
+           if not line.startswith(("E0000", "W0000"))]  # TensorFlow's own records  # fmt: skip
+    assert not any("Traceback" in line for line in err), err
+    assert err[-1].startswith(f"keras-transformer {argv[0]}: error:"), err
+    assert str(tmp_path / "file") in err[-1], err
+    assert not any(name.startswith("out") for name in os.listdir(tmp_path)), os.listdir(tmp_path)
 
 
 class _Client:

@@ -36,6 +36,7 @@ Example (`--engine local`):
 import collections
 import itertools
 import json
+import socket
 
 from keras_transformer.corpus.model import CorpusModel, length_sorted_batches
 from keras_transformer.corpus.records import (
@@ -174,6 +175,8 @@ def ray_dataset(records, options):
 
 
 def _run_ray(records, options, writer):
+    if options.ray_address is not None:
+        _check_answers(options.ray_address)
     import ray
 
     started = not ray.is_initialized()
@@ -193,6 +196,24 @@ def _run_ray(records, options, writer):
     finally:
         if started:
             ray.shutdown()
+
+
+def _check_answers(address, timeout=10.0):
+    """Raises `ConnectionError` naming `address` if nothing accepts a
+    connection there: `ray.init` would retry it for about 12 minutes.
+
+    `auto` and addresses without a port are left to Ray."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as error:
+        reason = error.strerror or str(error) or type(error).__name__
+        raise ConnectionError(
+            f"--ray-address {address}: nothing answers there ({reason}); give the "
+            "address that `ray start --head` printed"
+        ) from None
 
 
 def _plain(row):

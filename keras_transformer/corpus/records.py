@@ -132,11 +132,22 @@ class ShardWriter:
         taken = _shards_of(prefix)
         if taken:
             raise FileExistsError(f"{taken[0]} exists: give another --output prefix")
-        folder = os.path.dirname(os.path.abspath(prefix))
-        os.makedirs(folder, exist_ok=True)
         tag = uuid.uuid4().hex[:8]
         self.partial = [f"{p}.partial-{tag}" for p in self.paths]
-        self.files = [open(p, "w", encoding="utf-8") for p in self.partial]
+        self.files = []
+        folder = os.path.dirname(os.path.abspath(prefix))
+        try:
+            os.makedirs(folder, exist_ok=True)
+            for path in self.partial:
+                self.files.append(open(path, "w", encoding="utf-8"))
+        except OSError as error:
+            self.abort()
+            why = f"{error.strerror or error}" + (f" ({error.filename})" if error.filename else "")
+            # makedirs says "File exists" or "Not a directory" of a file on the way.
+            on_the_way = _existing_ancestor(folder)
+            if not os.path.isdir(on_the_way):
+                why = f"{on_the_way} is a file, not a folder"
+            raise OSError(f"--output {prefix!r} cannot be written: {why}") from None
         self.count = 0
 
     def write(self, record):
@@ -166,6 +177,12 @@ class ShardWriter:
         if kind is not None:
             self.abort()
         return False
+
+
+def _existing_ancestor(path):
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
 
 
 def read_shards(prefix):

@@ -43,6 +43,11 @@ def plot_cross_attention(session_model, sentence, path):
     axis.set_ylabel("translation")
     axis.set_title("Cross-attention (last decoder block, mean over heads)")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    try:
+        # Opened here, so that a path that cannot be written is named as the
+        # user's error, not as one inside matplotlib.
+        with open(path, "wb") as f:
+            figure.savefig(f, format="png", dpi=110)
+    finally:
+        plt.close(figure)
     return path

@@ -67,14 +67,22 @@ def test_scores_equal_score_on_the_same_pairs(export_base, corpus):
         (["--signature", "translate_poems"], "has no signature 'translate_poems'"),
         (["--engine", "local", "--ray-address", "127.0.0.2:1"], "--ray-address goes with"),
         (["--workers", "0"], "`workers` must be a positive int"),
+        # ray.init would retry an address where nothing listens for minutes.
+        (
+            ["--engine", "ray", "--ray-address", "127.0.0.2:1"],
+            "--ray-address 127.0.0.2:1: nothing answers there (Connection refused)",
+        ),
+        (["--output", "{corpus}/a.en/out"], "out' cannot be written: {corpus}/a.en is a file"),
+        (["--output", "{corpus}/a.en/deeper/out"], "cannot be written: {corpus}/a.en is a file"),
     ],
 )
 def test_a_bad_job_is_one_line(export_base, corpus, capsys, flags, message):
     args = ["corpus", "--model", export_base, "--input", str(corpus / "*.en"),
-            "--output", str(corpus / "bad"), *flags]  # fmt: skip
+            "--output", str(corpus / "bad"), *(f.format(corpus=corpus) for f in flags)]  # fmt: skip
     assert cli.main(args) == 2
     error = capsys.readouterr().err.strip().splitlines()
-    assert message in error[-1] and error[-1].startswith("keras-transformer corpus: error:")
+    assert message.format(corpus=corpus) in error[-1]
+    assert error[-1].startswith("keras-transformer corpus: error:")
     assert not any("Traceback" in line for line in error)
     assert not list(corpus.glob("bad*"))  # nothing written
 
