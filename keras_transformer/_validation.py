@@ -19,6 +19,13 @@ def check_non_negative_int(name, value):
         raise ValueError(f"`{name}` must be an integer >= 0. Received: {name}={value!r}")
 
 
+def check_port(name, value):
+    """Raises a `ValueError` naming `name` unless `value` is a TCP port
+    number: an int from 0 (any free port) to 65535 (not a bool)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
+        raise ValueError(f"`{name}` must be a port from 0 to 65535. Received: {name}={value!r}")
+
+
 def check_nice_steps(name, value):
     """Raises a `ValueError` naming `name` unless `value` is a number of
     `nice` steps: an int from 0 to 19 (not a bool)."""

@@ -14,6 +14,7 @@ from keras_transformer._validation import (
     check_nice_steps,
     check_non_negative_int,
     check_non_negative_number,
+    check_port,
     check_positive_int,
     check_positive_number,
     options_from_dict,
@@ -168,8 +169,11 @@ class ServerOptions:
         for name in ("grpc_max_threads", "rest_api_num_threads"):
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))
-        for name in ("port", "batch_timeout_micros", "grpc_hold_cancelling_ms"):
+        for name in ("batch_timeout_micros", "grpc_hold_cancelling_ms"):
             check_non_negative_int(name, getattr(self, name))
+        check_port("port", self.port)
+        if self.rest_api_port is not None:
+            check_port("rest_api_port", self.rest_api_port)
         check_positive_number(
             "model_config_file_poll_wait_seconds", self.model_config_file_poll_wait_seconds
         )

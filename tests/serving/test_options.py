@@ -37,6 +37,10 @@ def test_from_dict_round_trips_and_refuses_unknown_keys():
         ({"rest_api_num_threads": -1}, "rest_api_num_threads"),
         ({"rest_api_timeout_in_ms": 0}, "rest_api_timeout_in_ms"),
         ({"port": -1}, "port"),
+        # gRPC bound a free port for 99999, and said nothing.
+        ({"port": 99999}, "`port` must be a port from 0 to 65535"),
+        ({"rest_api_port": 65536}, "`rest_api_port` must be a port"),
+        ({"port": True}, "`port` must be a port"),
         ({"drain_seconds": -1}, "drain_seconds"),
         ({"version_policy": "newest"}, "version_policy"),
         ({"version_label": ["stable"]}, "LABEL=VERSION"),
