@@ -315,16 +315,22 @@ def _serve(args):
 
 
 def _client(args):
+    import grpc
+
     from keras_transformer.serving.grpc_client import GrpcTranslationClient
 
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
-    with GrpcTranslationClient(args.server, args.model, timeout=args.timeout) as client:
-        outputs = client.translate(
-            sentences,
-            signature=args.signature,
-            version=args.version,
-            version_label=args.version_label,
-        )
+    try:
+        with GrpcTranslationClient(args.server, args.model, timeout=args.timeout) as client:
+            outputs = client.translate(
+                sentences,
+                signature=args.signature,
+                version=args.version,
+                version_label=args.version_label,
+            )
+    except grpc.RpcError as error:  # the server's or the channel's status says it all
+        details = " ".join(str(error.details()).split())
+        raise _Failed(f"{args.server}: {error.code().name}: {details}") from None
     key = "translations" if args.signature == "translate_nbest" else "translation"
     for row in outputs[key]:
         print(row if isinstance(row, str) else " ||| ".join(row))
@@ -546,6 +552,11 @@ def _load_keras():
     keras_transformer.register()
 
 
+class _Failed(Exception):
+    """A command that could not do its work, for a reason its message
+    gives whole (a server's status): one line, no traceback."""
+
+
 def _is_user_error(error):
     """A `ValueError` or `OSError` that the package itself raised about its
     input (a bad value, a missing file, a port in use): one line is the
@@ -600,8 +611,8 @@ def main(argv=None):
         args.options = _options(args)
         _load_keras()
         args.run_command(args)
-    except (ValueError, OSError, ImportError) as error:  # FileNotFoundError included
-        if not _is_user_error(error):
+    except (ValueError, OSError, ImportError, _Failed) as error:  # FileNotFoundError included
+        if not isinstance(error, _Failed) and not _is_user_error(error):
             traceback.print_exc()
         print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -175,6 +175,38 @@ def test_client_refuses_a_version_and_a_label():
         cli.main(["client", "--version", "1", "--version-label", "stable", "x"])
 
 
+@pytest.mark.parametrize("answer", ["unreachable", "NOT_FOUND"])
+def test_a_failed_client_call_is_one_line(answer, capsys):
+    """The server's status (or the channel's) is the whole story of a failed
+    call: named with the address, on one line, never a traceback."""
+    from concurrent import futures
+
+    import grpc
+
+    server = None
+    address = "127.0.0.2:1"  # nothing listens there
+    if answer != "unreachable":
+
+        def refuse(request, context):
+            context.abort(grpc.StatusCode.NOT_FOUND, "Servable not found\nfor request: x")
+
+        server = grpc.server(futures.ThreadPoolExecutor(1))
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+            "tensorflow.serving.PredictionService",
+            {"Predict": grpc.unary_unary_rpc_method_handler(refuse)})])  # fmt: skip
+        address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+        server.start()
+    try:
+        assert cli.main(["client", "--server", address, "--timeout", "10", "Guten Tag"]) == 2
+    finally:
+        if server is not None:
+            server.stop(None)
+    err = capsys.readouterr().err.strip().splitlines()
+    expected = "UNAVAILABLE" if answer == "unreachable" else "NOT_FOUND: Servable not found for"
+    assert len(err) == 1 and err[0].startswith(f"keras-transformer client: error: {address}: ")
+    assert expected in err[0], err
+
+
 def _subparsers():
     parser = cli.build_parser()
     (sub,) = [a for a in parser._actions if a.dest == "command"]
