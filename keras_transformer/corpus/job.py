@@ -206,6 +206,8 @@ def _check_answers(address, timeout=10.0):
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         return
+    if int(port) > 65535:  # the socket would wrap it round to another port
+        raise ValueError(f"--ray-address {address}: a port is at most 65535")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as error:

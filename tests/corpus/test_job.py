@@ -72,6 +72,7 @@ def test_scores_equal_score_on_the_same_pairs(export_base, corpus):
             ["--engine", "ray", "--ray-address", "127.0.0.2:1"],
             "--ray-address 127.0.0.2:1: nothing answers there (Connection refused)",
         ),
+        (["--engine", "ray", "--ray-address", "127.0.0.2:99999"], "a port is at most 65535"),
         (["--output", "{corpus}/a.en/out"], "out' cannot be written: {corpus}/a.en is a file"),
         (["--output", "{corpus}/a.en/deeper/out"], "cannot be written: {corpus}/a.en is a file"),
     ],
