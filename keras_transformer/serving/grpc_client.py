@@ -27,6 +27,8 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
+from keras_transformer._validation import check_positive_number
+
 
 def _decode(array):
     if array.dtype == object:
@@ -44,10 +46,12 @@ class GrpcTranslationClient:
     Args:
         server: `host:port` of the gRPC endpoint.
         model: the model name.
-        timeout: seconds per call.
+        timeout: seconds per call; None waits as long as the call takes.
     """
 
     def __init__(self, server, model, timeout=30.0):
+        if timeout is not None:
+            check_positive_number("timeout", timeout)  # gRPC fails 0 and less at once
         self.server = server
         self.model = model
         self.timeout = timeout

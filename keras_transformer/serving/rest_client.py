@@ -20,6 +20,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from keras_transformer._validation import check_positive_number
+
 
 def _segment(value):
     """One URL path segment: every reserved character escaped, so that a
@@ -34,10 +36,12 @@ class RestTranslationClient:
     Args:
         base_url: `http://host:port` or `https://...`; no other scheme.
         model: the model name (any string; escaped in the URL).
-        timeout: seconds per call.
+        timeout: seconds per call; None waits as long as the call takes.
     """
 
     def __init__(self, base_url, model, timeout=30.0):
+        if timeout is not None:
+            check_positive_number("timeout", timeout)
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ValueError(

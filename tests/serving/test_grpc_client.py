@@ -136,6 +136,13 @@ def test_metadata_and_status(served):
     assert recorder.requests[1].model_spec.name == "translator"
 
 
+@pytest.mark.parametrize("timeout", [0, -1, True, "30"])
+def test_a_timeout_is_a_positive_number(timeout):
+    # gRPC fails a call of a deadline already past without sending it.
+    with pytest.raises(ValueError, match="`timeout` must be a positive number"):
+        GrpcTranslationClient("127.0.0.1:8500", "translator", timeout=timeout)
+
+
 def test_a_call_past_its_timeout_fails_with_deadline_exceeded(served):
     client, recorder = served
     client.timeout = 0.2

@@ -103,6 +103,12 @@ def test_only_http_base_urls_are_accepted(url):
         RestTranslationClient(url, "translator")
 
 
+@pytest.mark.parametrize("timeout", [0, -1, True, "30"])
+def test_a_timeout_is_a_positive_number(timeout):
+    with pytest.raises(ValueError, match="`timeout` must be a positive number"):
+        RestTranslationClient("http://127.0.0.1:8501", "translator", timeout=timeout)
+
+
 @pytest.mark.parametrize("version", ["1/../2", -1, True, 1.5])
 def test_versions_are_numbers(rest_server, version):
     with pytest.raises(ValueError, match="version"):
