@@ -1,4 +1,34 @@
-"""Argument checks shared by the layers, training and decoding."""
+"""Argument checks shared by the layers, training and decoding, and how
+their messages show a value that a client or a file gave."""
+
+
+def shown(value, most=80, quoted=True):
+    """`repr(value)` (`str` if not `quoted`), cut after `most` characters:
+    a name that a request or a file gives is echoed in errors, and may be
+    megabytes long (gRPC's clients drop a status whose message is over
+    16 KiB).
+
+    >>> shown("x" * 1000, most=10)
+    "'xxxxxxxx... (1000 characters)"
+    """
+    text = repr(value) if quoted else str(value)
+    if len(text) <= most:
+        return text
+    size = f" ({len(value)} characters)" if isinstance(value, (str, bytes)) else ""
+    return f"{text[: most - 1]}...{size}"
+
+
+def shown_names(names, most=5):
+    """The first `most` of `names`, each `shown`, and how many more.
+
+    >>> shown_names(["a", "b", "c"], most=2)
+    "['a', 'b', and 1 more]"
+    """
+    names = list(names)
+    listed = [shown(name) for name in names[:most]]
+    if len(names) > most:
+        listed.append(f"and {len(names) - most} more")
+    return f"[{', '.join(listed)}]"
 
 
 def check_positive_int(name, value):

@@ -15,6 +15,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer ops, as TF Serving links them)
 
+from keras_transformer._validation import shown
+
 SERVE_TAG = "serve"
 PREDICT_METHOD = "tensorflow/serving/predict"
 
@@ -90,7 +92,7 @@ class SessionModel:
     def signature(self, name):
         if name not in self.signatures:
             raise SignatureNotFound(
-                f"Signature {name!r} not found; available: {sorted(self.signatures)}"
+                f"Signature {shown(name)} not found; available: {sorted(self.signatures)}"
             )
         return self.signatures[name]
 

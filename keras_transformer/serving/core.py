@@ -11,6 +11,7 @@ import time
 
 import tensorflow as tf
 
+from keras_transformer._validation import shown, shown_names
 from keras_transformer.export.session_model import SignatureNotFound
 from keras_transformer.serving.batching import POLL_SECONDS, DeadlineExceeded, RequestCancelled
 from keras_transformer.serving.limits import RequestLimits, RequestRejected, request_inputs
@@ -93,7 +94,7 @@ class Models:
         with self.lock:
             manager = self.managers.get(name)
         if manager is None:
-            raise ServingError("NOT_FOUND", f"Servable not found for request: model {name!r}")
+            raise ServingError("NOT_FOUND", f"Servable not found for request: model {shown(name)}")
         return manager
 
     @staticmethod
@@ -172,7 +173,7 @@ class Models:
         unknown = set(output_filter) - set(signature_def.outputs)
         if unknown:
             raise ServingError(
-                "INVALID_ARGUMENT", f"Unknown output_filter names: {sorted(unknown)}"
+                "INVALID_ARGUMENT", f"Unknown output_filter names: {shown_names(sorted(unknown))}"
             )
         left = time_left()
         if left is not None and left <= 0:  # answered, and counted, before any work

@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 from tensorflow.core.framework import types_pb2
 
-from keras_transformer._validation import check_positive_int
+from keras_transformer._validation import check_positive_int, shown_names
 
 
 class RequestRejected(ValueError):
@@ -132,7 +132,7 @@ def request_inputs(request_inputs_map, signature, limits):
     if expected != received:
         raise RequestRejected(
             f"The signature takes inputs {sorted(expected)}; missing "
-            f"{sorted(expected - received)}, unknown {sorted(received - expected)}"
+            f"{sorted(expected - received)}, unknown {shown_names(sorted(received - expected))}"
         )
     arrays = {}
     for name in sorted(expected):

@@ -82,6 +82,7 @@ from tensorflow_serving.apis import (
     status_pb2,
 )
 
+from keras_transformer._validation import shown_names
 from keras_transformer.export import xla_cache
 from keras_transformer.serving import collector, grpc_intake
 from keras_transformer.serving.cancelling import CancellingClients
@@ -188,7 +189,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
             context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 "Metadata field signature_def is the one supported; received "
-                f"{list(request.metadata_field)}",
+                f"{shown_names(request.metadata_field)}",
             )
         spec = request.model_spec
         try:

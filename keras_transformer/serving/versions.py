@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import get_model_status_pb2
 
+from keras_transformer._validation import shown
 from keras_transformer._version_folders import parse_version_folder, version_folders
 from keras_transformer.export import xla_cache
 from keras_transformer.export.compiled import read_export_info
@@ -325,7 +326,7 @@ class ModelManager:
         """The version a label names; `ValueError` for an unknown label."""
         labels = self.version_labels
         if label not in labels:
-            raise ValueError(f"Unrecognized servable version label: {label}")
+            raise ValueError(f"Unrecognized servable version label: {shown(label, quoted=False)}")
         return labels[label]
 
     def statuses(self):

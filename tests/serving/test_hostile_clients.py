@@ -115,6 +115,51 @@ def test_bad_requests_are_refused_before_any_work(served, tensor, match):
     assert len(served["rows"]) == before
 
 
+_LONG = "n" * 100_000
+
+
+def _long_name_call(served, where):
+    """A call naming something `_LONG` at `where`; its `RpcError`."""
+    from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_pb2_grpc
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = _LONG if where == "model" else "translator"
+    request.model_spec.signature_name = _LONG if where == "signature" else "translate_greedy"
+    if where == "label":
+        request.model_spec.version_label = _LONG
+    request.inputs[_LONG if where == "input" else "text"].CopyFrom(_tensor([1], [b"a"]))
+    if where == "output_filter":
+        request.output_filter.extend([_LONG, "x" + _LONG] + [f"o{i}" for i in range(10_000)])
+    with grpc.insecure_channel(served["address"]) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        try:
+            if where == "metadata_field":
+                metadata = get_model_metadata_pb2.GetModelMetadataRequest()
+                metadata.model_spec.name = "translator"
+                metadata.metadata_field.extend([_LONG] + [f"f{i}" for i in range(10_000)])
+                stub.GetModelMetadata(metadata, timeout=60)
+            else:
+                stub.Predict(request, timeout=60)
+        except grpc.RpcError as error:
+            return error
+    raise AssertionError(f"a {where} of 100,000 characters was answered")
+
+
+@pytest.mark.parametrize(
+    "where,code",
+    [("model", "NOT_FOUND"), ("signature", "NOT_FOUND"), ("label", "INVALID_ARGUMENT"),
+     ("input", "INVALID_ARGUMENT"), ("output_filter", "INVALID_ARGUMENT"),
+     ("metadata_field", "INVALID_ARGUMENT")],
+)  # fmt: skip
+def test_a_name_of_any_length_is_answered_with_its_status(served, where, code):
+    """A name the server echoes in its error is cut: a status whose message
+    passed gRPC's 16 KiB limit on metadata reached the client as
+    RESOURCE_EXHAUSTED ("Stream removed") instead of the server's answer."""
+    error = _long_name_call(served, where)
+    assert error.code().name == code, error.details()[:300]
+    assert len(error.details()) < 1000 and "(100000 characters)" in error.details()
+
+
 def test_a_large_request_runs_in_pieces_beside_a_small_one(served):
     big = [f"The dog {i} sleeps." for i in range(300)]
     finished = {}
