@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from keras_transformer._validation import shown
+
 # What a translation checkpoint may ask for; far above any published
 # model (OPUS-MT: 6+6 layers, 512 wide, 58k-65k pieces; the largest
 # Marian models: 12+12 layers, 1024 wide, 2048-4096 feed-forward).
@@ -73,8 +75,9 @@ def check_number(source, name, value, most=float("inf"), kind=int, least=1):
             or (kind is int and not number.is_integer())):  # fmt: skip
         kind_name = "an integer" if kind is int else "a number"
         bounds = f">= {least}" if most == float("inf") else f"in [{least}, {most}]"
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        raise ValueError(f"{source}: {name} must be {kind_name} {bounds}. Received: {shown}")
+        raise ValueError(
+            f"{source}: {name} must be {kind_name} {bounds}. Received: {shown(value, most=40)}"
+        )
     return kind(value)
 
 
