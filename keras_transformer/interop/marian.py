@@ -258,11 +258,23 @@ def _vocabulary(folder, name, vocab_size):
     return pieces, vocab["<unk>"]
 
 
-def _spm_pieces(proto):
+def _spm_pieces(proto, path):
+    """The pieces of the SentencePiece model `proto` (read from `path`);
+    a file that is not one is refused, naming it."""
     import sentencepiece
 
-    processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
-    return {processor.id_to_piece(i) for i in range(processor.get_piece_size())}
+    error = "it is empty"
+    if proto:
+        try:
+            processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
+        except RuntimeError as raised:  # its parser's message, on a line of its own
+            error = str(raised).strip().splitlines()[0]
+        else:
+            pieces = {processor.id_to_piece(i) for i in range(processor.get_piece_size())}
+            if pieces:
+                return pieces
+            error = "it holds no piece"
+    raise ValueError(f"{path} is not a SentencePiece model: {error}")
 
 
 def read_marian(folder):
@@ -284,7 +296,7 @@ def read_marian(folder):
         if key in tokenizer_config and tokenizer_config[key] is not None:
             files[key] = tokenizer_config[key]
     separate = bool(tokenizer_config.get("separate_vocabs", not spec.shared))
-    sides = {}
+    sides, known = {}, {}
     for side, spm_key, vocab_key, size in (
         ("source", "source_spm", "vocab", spec.source_vocab_size),
         ("target", "target_spm", "target_vocab_file" if separate else "vocab",
@@ -296,6 +308,7 @@ def read_marian(folder):
             raise FileNotFoundError(f"{folder} has no {files[spm_key]}")
         with open(spm_path, "rb") as f:
             proto = f.read()
+        known[side] = _spm_pieces(proto, spm_path)
         pieces, unk_id = _vocabulary(folder, files[vocab_key], size)
         if pieces[spec.pad_id] != "<pad>" or pieces[spec.eos_id] != "</s>":
             raise ValueError(
@@ -306,7 +319,6 @@ def read_marian(folder):
         sides[side] = (proto, pieces, unk_id)
     # A joint vocabulary holds both languages' pieces, each produced by one
     # of the two models: count what neither produces.
-    known = {side: _spm_pieces(proto) for side, (proto, _, _) in sides.items()}
     if not separate:
         known["source"] = known["target"] = known["source"] | known["target"]
     unproduced = {}

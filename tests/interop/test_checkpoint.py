@@ -311,6 +311,21 @@ def test_a_vocabulary_that_disagrees_with_the_config_is_named(folder):
         marian.read_marian(folder)
 
 
+@pytest.mark.parametrize(
+    "name,content,match",
+    [
+        ("source.spm", b"not a model", "source.spm is not a SentencePiece model: INTERNAL"),
+        ("target.spm", b"", "target.spm is not a SentencePiece model: it is empty"),
+    ],
+)
+def test_a_file_that_is_not_a_sentencepiece_model_is_named(folder, name, content, match):
+    # Each went through to a traceback: SentencePiece's, or TF Text's op.
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(content)
+    with pytest.raises(ValueError, match=match):
+        marian.read_marian(folder)
+
+
 def test_the_command_line_reports_a_bad_checkpoint_in_one_line(folder, tmp_path):
     _edit_json(folder, "config.json", vocab_size=10**9)
     result = subprocess.run(
