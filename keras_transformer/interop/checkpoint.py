@@ -169,10 +169,9 @@ def _read_torch(path):
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        message = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ValueError(
             f"{path} was refused: only plain tensors are read "
-            f"(torch.load weights_only=True): {message}"
+            f"(torch.load weights_only=True): {_torch_refusal(error)}"
         ) from None
     if not isinstance(state, dict):
         raise ValueError(f"{path} does not hold a dict of tensors")
@@ -182,6 +181,16 @@ def _read_torch(path):
             raise ValueError(f"{path}: {name!r} is not a tensor")
         tensors[name] = value.detach().to(torch.float32).numpy()
     return tensors
+
+
+def _torch_refusal(error):
+    """What in the file `torch.load(weights_only=True)` refused, without
+    PyTorch's advice to load it again with `weights_only=False` (which runs
+    whatever code a hostile file holds)."""
+    text = str(error)
+    _, found, detail = text.partition("WeightsUnpickler error:")
+    lines = [line.strip() for line in (detail if found else text).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
 
 
 def _float32(tensors):
