@@ -142,15 +142,51 @@ def _shuffled(records):
     return [records[i] for i in order]
 
 
-def run_beam(records, options, writer):
-    """Runs the job on Beam with `options.beam_args` as its pipeline
-    options; writes the results to `writer` in input order; returns the
-    rows each worker process answered."""
+def checked_pipeline_options(args):
+    """Beam's `PipelineOptions` of `args`, the flags of the command line
+    that `corpus` does not know, refused in one line where Beam would not
+    take them: a flag it does not know either (Beam drops it with a warning,
+    so that a mistyped flag of ours would be lost), or a bad value (Beam's
+    parser prints its whole usage and exits)."""
+    import contextlib
+    import io
+
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    args = list(args or ())
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed):
+            options = PipelineOptions(args)
+            unknown = set(options.get_all_options(retain_unknown_options=True))
+            unknown -= set(options.get_all_options())
+    except SystemExit:
+        errors = [line for line in printed.getvalue().splitlines() if ": error: " in line]
+        why = errors[-1].split(": error: ", 1)[1] if errors else " ".join(args)
+        raise ValueError(f"Beam's pipeline options: {why}") from None
+    if unknown:
+        flags = [arg for arg in args if arg.startswith("--")
+                 and arg[2:].split("=", 1)[0].replace("-", "_") in unknown]  # fmt: skip
+        raise ValueError(
+            f"unrecognized arguments: {' '.join(flags)} (neither this command's flags "
+            "nor Beam's pipeline options)"
+        )
+    return options
+
+
+def run_beam(records, options, writer, pipeline_options=None):
+    """Runs the job on Beam with `options.beam_args` as its pipeline
+    options (or `pipeline_options`, `checked_pipeline_options` of them);
+    writes the results to `writer` in input order; returns the rows each
+    worker process answered."""
+    if pipeline_options is None:
+        pipeline_options = checked_pipeline_options(options.beam_args)
     with tempfile.TemporaryDirectory(prefix="kt-beam-") as folder:
         prefix = os.path.join(folder, "results")
-        pipeline = beam.Pipeline(options=PipelineOptions(list(options.beam_args)))
+        try:
+            pipeline = beam.Pipeline(options=pipeline_options)
+        except ValueError as error:  # an unknown --runner
+            raise ValueError(f"Beam's pipeline options: {error}") from None
         _ = (
             pipeline
             | "Records" >> beam.Create(_shuffled(records), reshuffle=True)

@@ -34,6 +34,7 @@ Example (`--engine local`):
 """
 
 import collections
+import functools
 import itertools
 import json
 import socket
@@ -62,6 +63,12 @@ def run_corpus(options):
     # so it is checked whole first; Ray and Beam take it whole from here.
     if options.xla_cache_dir is not None:
         xla_cache.enable(options.xla_cache_dir)  # a folder it cannot write fails here
+    run = {"local": _run_local, "ray": _run_ray, "beam": _run_beam}[options.engine]
+    if options.engine == "beam":  # a mistyped flag fails before the corpus is read
+        from keras_transformer.corpus.beam import checked_pipeline_options
+
+        run = functools.partial(_run_beam, pipeline_options=checked_pipeline_options(
+            options.beam_args))  # fmt: skip
     records = None
     if options.engine == "local":
         total = count_records(options.input, options.target)
@@ -70,7 +77,6 @@ def run_corpus(options):
         total = len(records)
     if not total:
         raise ValueError(f"--input {options.input!r} holds no line: every file it matches is empty")
-    run = {"local": _run_local, "ray": _run_ray, "beam": _run_beam}[options.engine]
     with ShardWriter(options.output, options.shards) as writer:
         rows_by_worker = run(records, options, writer)
         if writer.count != total:  # every line exactly once, or no output
@@ -79,10 +85,10 @@ def run_corpus(options):
     return {"records": total, "shards": paths, "rows_by_worker": rows_by_worker}
 
 
-def _run_beam(records, options, writer):
+def _run_beam(records, options, writer, pipeline_options=None):
     from keras_transformer.corpus.beam import run_beam
 
-    return run_beam(records, options, writer)
+    return run_beam(records, options, writer, pipeline_options)
 
 
 def _run_local(_, options, writer):

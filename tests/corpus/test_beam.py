@@ -85,6 +85,30 @@ def test_flags_for_beam_without_beam_are_one_clear_error(export_base, corpus, tm
     )
 
 
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        # Beam drops a flag it does not know with a warning: a mistyped flag
+        # of corpus's own would have been lost.
+        (["--max-batch-sise", "8"], "unrecognized arguments: --max-batch-sise (neither"),
+        (["--direct_num_workers=two"], "--direct_num_workers: invalid int value: 'two'"),
+        (["--direct_running_mode", "bogus"], "--direct_running_mode: invalid choice: 'bogus'"),
+        (["--runner", "Nope"], "Unexpected pipeline runner: Nope."),
+    ],
+)
+def test_flags_beam_would_not_take_are_one_line(export_base, corpus, tmp_path, capsys, flags,
+                                                message):  # fmt: skip
+    from keras_transformer import cli
+
+    args = ["corpus", "--engine", "beam", "--model", export_base, "--input",
+            str(corpus / "part0.en"), "--output", str(tmp_path / "x"), *flags]  # fmt: skip
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1] and err[-1].startswith("keras-transformer corpus: error:"), err
+    assert not any("Traceback" in line or "usage:" in line for line in err), err[:5]
+    assert not os.listdir(tmp_path)
+
+
 class _LengthsSeen:
     """A model that answers each record with its source's length and notes
     the batches it was given."""
