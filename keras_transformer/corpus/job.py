@@ -64,6 +64,8 @@ def run_corpus(options):
     if options.xla_cache_dir is not None:
         xla_cache.enable(options.xla_cache_dir)  # a folder it cannot write fails here
     run = {"local": _run_local, "ray": _run_ray, "beam": _run_beam}[options.engine]
+    if options.engine == "ray" and options.ray_address is not None:
+        _check_answers(options.ray_address)  # before the corpus is read
     if options.engine == "beam":  # a mistyped flag fails before the corpus is read
         from keras_transformer.corpus.beam import checked_pipeline_options
 
@@ -181,8 +183,6 @@ def ray_dataset(records, options):
 
 
 def _run_ray(records, options, writer):
-    if options.ray_address is not None:
-        _check_answers(options.ray_address)
     import ray
 
     started = not ray.is_initialized()
