@@ -18,8 +18,13 @@ from tests.processes import environment, free_port
 
 def _ray(*args, timeout=120):
     command = [os.path.join(os.path.dirname(sys.executable), "ray"), *args]
-    return subprocess.run(command, env=environment({"RAY_USAGE_STATS_ENABLED": "0"}),
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    # Ray 2.60 turns token authentication on for a head node when a token
+    # is saved (~/.ray/auth_token, written by any local ray.init(), as the
+    # corpus job without --ray-address runs), but not for the nodes that
+    # join it, which are then refused: the mode is set, for every node.
+    mode = os.environ.get("RAY_AUTH_MODE", "disabled")
+    env = environment({"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": mode})
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def _stop(temp, address, grace=10):
