@@ -16,15 +16,17 @@ import tempfile
 from tests.processes import environment, free_port
 
 
-def _ray(*args, timeout=120):
+def _ray(*args, home=None, timeout=120):
     command = [os.path.join(os.path.dirname(sys.executable), "ray"), *args]
     # Ray 2.60 turns token authentication on for a head node when a token
     # is saved (~/.ray/auth_token, written by any local ray.init(), as the
     # corpus job without --ray-address runs), but not for the nodes that
     # join it, which are then refused: the mode is set, for every node.
     mode = os.environ.get("RAY_AUTH_MODE", "disabled")
-    env = environment({"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": mode})
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    env = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": mode}
+    env.update({"HOME": home} if home else {})
+    return subprocess.run(command, env=environment(env), capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
 
 
 def _stop(temp, address, grace=10):
@@ -55,10 +57,11 @@ def _stop(temp, address, grace=10):
 
 
 @contextlib.contextmanager
-def loopback_cluster(nodes=2, cpus=1):
+def loopback_cluster(nodes=2, cpus=1, home=None):
     """Starts a head node at 127.0.0.2 and `nodes - 1` more at 127.0.0.3,
     ..., each of `cpus` CPUs; yields the head's `HOST:PORT`; stops the
-    cluster's processes on leaving, whatever happened (`_stop`)."""
+    cluster's processes on leaving, whatever happened (`_stop`). `home`:
+    their HOME (where Ray looks for a saved token), or this process's."""
     port = free_port()  # above Ray's worker port range (10002-19999)
     # Ray's sockets live under its temporary folder, and a socket's path
     # holds at most 107 bytes: a pytest folder is too deep for it.
@@ -66,12 +69,13 @@ def loopback_cluster(nodes=2, cpus=1):
     head = ["start", "--head", "--node-ip-address=127.0.0.2", f"--port={port}",
             f"--num-cpus={cpus}", "--include-dashboard=false", f"--temp-dir={temp}"]  # fmt: skip
     try:
-        started = _ray(*head)
+        started = _ray(*head, home=home)
         if started.returncode != 0:
             raise RuntimeError(f"ray start --head failed: {started.stderr[-2000:]}")
         for node in range(1, nodes):
             address = f"--node-ip-address=127.0.0.{2 + node}"
-            joined = _ray("start", f"--address=127.0.0.2:{port}", address, f"--num-cpus={cpus}")
+            joined = _ray("start", f"--address=127.0.0.2:{port}", address, f"--num-cpus={cpus}",
+                          home=home)  # fmt: skip
             if joined.returncode != 0:
                 raise RuntimeError(f"ray start (node {node + 1}) failed: {joined.stderr[-2000:]}")
         yield f"127.0.0.2:{port}"

@@ -2,6 +2,7 @@
 
 import os
 import re
+import secrets
 import signal
 import time
 
@@ -18,9 +19,14 @@ pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """A head node and one more, each of one CPU; stopped whatever happens."""
-    with loopback_cluster(nodes=2, cpus=1) as head:
+def cluster(tmp_path_factory):
+    """A head node and one more, each of one CPU; stopped whatever happens.
+    Their home holds a saved Ray token, as any local ray.init() of Ray 2.60
+    leaves one: the head then asked the second node for it, and refused it."""
+    home = tmp_path_factory.mktemp("home")
+    (home / ".ray").mkdir()
+    (home / ".ray" / "auth_token").write_text(secrets.token_hex(32))
+    with loopback_cluster(nodes=2, cpus=1, home=str(home)) as head:
         yield head
 
 
