@@ -42,6 +42,7 @@ import numpy as np
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 
+from keras_transformer._validation import shown
 from keras_transformer.serving.core import ServingError, WorkSlot
 
 log = logging.getLogger("keras_transformer.serve")
@@ -71,7 +72,7 @@ def _to_bytes(value, name):
             return base64.b64decode(value["b64"], validate=True)
         except ValueError:
             raise _BadRequest(f"Input {name!r} has invalid base64") from None
-    raise _BadRequest(f'Input {name!r} takes strings (or {{"b64": ...}}); received {value!r:.80}')
+    raise _BadRequest(f'Input {name!r} takes strings (or {{"b64": ...}}); received {shown(value)}')
 
 
 def _parse_body(raw, max_rows):
@@ -99,7 +100,8 @@ def _parse_body(raw, max_rows):
     except RecursionError:
         raise _BadRequest("The body is nested too deeply") from None
     except ValueError as error:  # JSONDecodeError, or a number too long to convert
-        raise _BadRequest(f"The body is not JSON: {str(error)[:200]}") from None
+        why = shown(str(error), most=200, quoted=False)
+        raise _BadRequest(f"The body is not JSON: {why}") from None
 
 
 def _inputs(body):
@@ -278,7 +280,7 @@ def make_handler(models, max_body_bytes):
             length = self.headers.get("Content-Length")
             if encoding is not None:
                 if encoding.strip().lower() != "chunked":
-                    raise _BadRequest(f"Transfer-Encoding {encoding!r:.40} is not served")
+                    raise _BadRequest(f"Transfer-Encoding {shown(encoding, most=40)} is not served")
                 if length is not None:
                     raise _BadRequest("A body has a Content-Length or is chunked, not both")
                 return self._read_chunks()
