@@ -273,10 +273,18 @@ def _export_info(path):
     )
 
 
+def _stdin_sentences():
+    """The sentences of standard input, a line each, checked as files are:
+    a line that is not UTF-8 is named, not a traceback."""
+    from keras_transformer.data.sources import read_stream_lines
+
+    return read_stream_lines(sys.stdin.buffer)
+
+
 def _translate(args):
     from keras_transformer.export.local import translate_with_savedmodel
 
-    sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
+    sentences = args.sentences or _stdin_sentences()
     results = translate_with_savedmodel(
         args.model,
         sentences,
@@ -289,10 +297,10 @@ def _translate(args):
 
 
 def _score(args):
-    from keras_transformer.data.sources import read_lines
+    from keras_transformer.data.sources import read_aligned_lines
     from keras_transformer.export.local import score_with_savedmodel
 
-    sources, targets = read_lines(args.source), read_lines(args.target)
+    sources, targets = read_aligned_lines(args.source, args.target)
     log_probs, lengths = score_with_savedmodel(
         args.model, sources, targets, version=args.version, batch_size=args.batch_size
     )
@@ -319,7 +327,7 @@ def _client(args):
 
     from keras_transformer.serving.grpc_client import GrpcTranslationClient
 
-    sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
+    sentences = args.sentences or _stdin_sentences()
     try:
         with GrpcTranslationClient(args.server, args.model, timeout=args.timeout) as client:
             outputs = client.translate(

@@ -124,7 +124,7 @@ def test_an_output_path_through_a_file_is_named_in_one_line(command, request, tm
         argv = ["train", "--dataset", "synthetic", "--output-dir", out, "--epochs", "1"]
     else:
         base = request.getfixturevalue("export_base")
-        monkeypatch.setattr("sys.stdin", io.StringIO("The dog sleeps.\n"))
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"The dog sleeps.\n")))
         argv = ["translate", "--model", base, "--plot-attention", out + ".png"]
     assert cli.main(argv) == 2
     err = [line for line in capsys.readouterr().err.strip().splitlines()
@@ -133,6 +133,68 @@ def test_an_output_path_through_a_file_is_named_in_one_line(command, request, tm
     assert err[-1].startswith(f"keras-transformer {argv[0]}: error:"), err
     assert str(tmp_path / "file") in err[-1], err
     assert not any(name.startswith("out") for name in os.listdir(tmp_path)), os.listdir(tmp_path)
+
+
+def _one_error_line(capsys, command):
+    """The last line on stderr, which must be the command's one-line error,
+    and what stdout got."""
+    captured = capsys.readouterr()
+    err = [line for line in captured.err.strip().splitlines()
+           if not line.startswith(("E0000", "W0000"))]  # TensorFlow's own records  # fmt: skip
+    assert not any("Traceback" in line for line in err), err
+    assert err[-1].startswith(f"keras-transformer {command}: error: "), err
+    return err[-1], captured.out
+
+
+@pytest.mark.parametrize("command", ["translate", "client"])
+def test_standard_input_that_is_not_utf8_is_named_in_one_line(command, request, monkeypatch,
+                                                              capsys):  # fmt: skip
+    stdin = io.TextIOWrapper(io.BytesIO("A dog.\nGr\xfc\xdfe\n".encode("latin-1")))
+    monkeypatch.setattr("sys.stdin", stdin)
+    if command == "translate":
+        argv = ["translate", "--model", request.getfixturevalue("export_base")]
+    else:
+        monkeypatch.setattr(grpc_client, "GrpcTranslationClient", _Client)
+        argv = ["client"]
+    assert cli.main(argv) == 2
+    line, _ = _one_error_line(capsys, command)
+    assert line.endswith("standard input: line 2 is not UTF-8 (byte 0xfc at offset 9)"), line
+
+
+def test_standard_input_is_read_as_files_are(monkeypatch, capsys):
+    # A byte order mark and Windows line ends are no part of a sentence;
+    # a blank line stays a line (its translation, an empty line).
+    stdin = io.TextIOWrapper(io.BytesIO("\ufeffOne dog.\r\n\nTwo\u2028dogs.\n".encode("utf-8")))
+    monkeypatch.setattr("sys.stdin", stdin)
+    monkeypatch.setattr(grpc_client, "GrpcTranslationClient", _Client)
+    assert cli.main(["client"]) == 0
+    assert capsys.readouterr().out == "ONE DOG.\n\nTWO\u2028DOGS.\n"
+
+
+@pytest.mark.parametrize(
+    "batch_size, uneven, message",
+    [
+        ("0", False, "`batch_size` must be a positive int. Received: batch_size=0"),
+        ("-3", False, "`batch_size` must be a positive int. Received: batch_size=-3"),
+        ("64", True, "{source} has 2, {target} has 1"),
+    ],
+)
+@pytest.mark.parametrize("command", ["score", "evaluate"])
+def test_score_and_evaluate_name_a_bad_batch_size_or_uneven_files(
+    command, batch_size, uneven, message, request, tmp_path, capsys
+):
+    source, target = tmp_path / "two.en", tmp_path / "two.de"
+    source.write_text("A dog.\nA cat.\n", encoding="utf-8")
+    target.write_text("Ein Hund.\n" if uneven else "Ein Hund.\nEine Katze.\n", encoding="utf-8")
+    if command == "score":
+        argv = ["score", "--model", request.getfixturevalue("export_base"), "--target"]
+    else:
+        argv = ["evaluate", "--run", request.getfixturevalue("trained_run")["run"], "--reference"]
+    argv += [str(target), "--source", str(source), "--batch-size", batch_size]
+    assert cli.main(argv) == 2
+    line, out = _one_error_line(capsys, command)
+    assert out == ""  # no score printed before the error, none lost silently
+    assert line.endswith(message.format(source=source, target=target)), line
 
 
 class _Client:

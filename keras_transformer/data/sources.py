@@ -23,8 +23,10 @@ __all__ = [
     "iter_lines",
     "load_dataset",
     "parse_spec",
+    "read_aligned_lines",
     "read_lines",
     "read_parallel_files",
+    "read_stream_lines",
     "sentences",
 ]
 
@@ -73,33 +75,56 @@ def iter_lines(path, empty_ok=False):
     if os.path.isdir(path):
         raise CorpusError(f"{path}: is a directory, not a corpus file")
     opener = gzip.open if path.endswith(".gz") else open
-    blank, offset = True, 0
+    lines = _Decoded(path)
     try:
         with opener(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    raise CorpusError(
-                        f"{path}: line {number} is not UTF-8 (byte {raw[error.start]:#04x} "
-                        f"at offset {offset + error.start})"
-                    ) from None
-                if number == 1:
-                    # Windows editors start UTF-8 files with a byte order
-                    # mark; it is no part of the first sentence.
-                    line = line.removeprefix("\ufeff")
-                offset += len(raw)
-                line = line.removesuffix("\n").removesuffix("\r")
-                blank = blank and not line.strip()
-                yield line
+            yield from lines.of(f)
     except EOFError:
         raise CorpusError(f"{path}: the gzip file is truncated") from None
     except (gzip.BadGzipFile, zlib.error) as error:
         raise CorpusError(f"{path}: not a valid gzip file ({error})") from None
     except OSError as error:
         raise CorpusError(f"{path}: cannot be read ({error.strerror or error})") from None
-    if blank and not empty_ok:
+    if lines.blank and not empty_ok:
         raise CorpusError(f"{path}: the file is empty")
+
+
+class _Decoded:
+    """Lines of a binary stream as `iter_lines` gives them, with errors
+    naming `name`; `blank` says, once read, whether every line was blank."""
+
+    def __init__(self, name):
+        self.name, self.blank = name, True
+
+    def of(self, stream):
+        offset = 0
+        for number, raw in enumerate(stream, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise CorpusError(
+                    f"{self.name}: line {number} is not UTF-8 (byte {raw[error.start]:#04x} "
+                    f"at offset {offset + error.start})"
+                ) from None
+            if number == 1:
+                # Windows editors start UTF-8 files with a byte order
+                # mark; it is no part of the first sentence.
+                line = line.removeprefix("\ufeff")
+            offset += len(raw)
+            line = line.removesuffix("\n").removesuffix("\r")
+            self.blank = self.blank and not line.strip()
+            yield line
+
+
+def read_stream_lines(stream, name="standard input"):
+    """The lines of a binary stream (`sys.stdin.buffer`), as `iter_lines`
+    reads a file's: UTF-8, ending at `"\n"`, blank lines kept.
+
+    Raises:
+        CorpusError: a line is not UTF-8; the message names `name`, the
+            line and the byte.
+    """
+    return list(_Decoded(name).of(stream))
 
 
 def read_lines(path):
@@ -111,6 +136,28 @@ def read_lines(path):
             (see `iter_lines`).
     """
     return list(iter_lines(path))
+
+
+def read_aligned_lines(source_path, target_path):
+    """The lines of two line-aligned text files (`read_lines`), every
+    line kept, blank ones too (`score` scores each pair).
+
+    Returns:
+        `(sources, targets)`: two lists of str of one length.
+
+    Raises:
+        CorpusError: a file cannot be read (see `read_lines`).
+        ValueError: the files have different numbers of lines; the
+            message names both files and their counts.
+    """
+    sources = read_lines(source_path)
+    targets = read_lines(target_path)
+    if len(sources) != len(targets):
+        raise ValueError(
+            "Parallel files must have the same number of lines: "
+            f"{source_path} has {len(sources)}, {target_path} has {len(targets)}"
+        )
+    return sources, targets
 
 
 def read_parallel_files(source_path, target_path):
@@ -130,13 +177,7 @@ def read_parallel_files(source_path, target_path):
         CorpusError: a file cannot be read (see `read_lines`).
         ValueError: the files have different numbers of lines.
     """
-    sources = read_lines(source_path)
-    targets = read_lines(target_path)
-    if len(sources) != len(targets):
-        raise ValueError(
-            "Parallel files must have the same number of lines: "
-            f"{source_path} has {len(sources)}, {target_path} has {len(targets)}"
-        )
+    sources, targets = read_aligned_lines(source_path, target_path)
     stats = CorpusStats()
     kept_sources, kept_targets = [], []
     for src, tgt in zip(sources, targets):

@@ -425,6 +425,7 @@ class Translator(tf.Module):
 
     def translate_batches(self, sentences, batch_size=64, beam_size=None):
         """Translates a Python list of str in batches; returns a list of str."""
+        check_positive_int("batch_size", batch_size)
         # The searches are explicit while loops: nothing for AutoGraph to do.
         fn = tf.function(
             lambda text: self.translate(text, beam_size)["translation"], autograph=False

@@ -4,6 +4,7 @@ import os
 
 import numpy as np
 
+from keras_transformer._validation import check_positive_int
 from keras_transformer.export.servable import versions
 from keras_transformer.export.session_model import SessionModel
 
@@ -49,6 +50,7 @@ def score_with_savedmodel(model_path, sources, targets, version=None, batch_size
         `(log_probs, lengths)`: NumPy float32 and int32 arrays, one entry a
         pair, in order.
     """
+    check_positive_int("batch_size", batch_size)
     if len(sources) != len(targets):
         raise ValueError(
             f"One target a source: received {len(sources)} sources and {len(targets)} targets"

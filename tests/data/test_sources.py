@@ -168,3 +168,33 @@ def test_train_reports_a_bad_corpus_in_one_line(tmp_path, case):
     assert (
         last.startswith("keras-transformer train: error: ") and str(path) in last and what in last
     )
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_a_stream_reads_as_a_file_does(tmp_path, ending):
+    import io
+
+    lines = ["\ufeffone\u2028two", "", "next\x85line", "last"]
+    data = ending.join(lines).encode("utf-8")
+    path = tmp_path / "a.en"
+    path.write_bytes(data)
+    assert sources.read_stream_lines(io.BytesIO(data)) == sources.read_lines(str(path))
+    assert sources.read_stream_lines(io.BytesIO(data))[0] == "one\u2028two"
+
+
+def test_a_stream_names_its_line_that_is_not_utf8():
+    import io
+
+    stream = io.BytesIO("fine\nGr\xfc\xdfe\n".encode("latin-1"))
+    expected = r"^stdin: line 2 is not UTF-8 \(byte 0xfc at offset 7\)$"
+    with pytest.raises(CorpusError, match=expected):
+        sources.read_stream_lines(stream, name="stdin")
+
+
+def test_aligned_lines_keep_blank_pairs_and_name_uneven_files(tmp_path):
+    src = _write(tmp_path / "a.en", ["one", "", "three"])
+    tgt = _write(tmp_path / "a.de", ["eins", "zwei", ""])
+    assert sources.read_aligned_lines(src, tgt) == (["one", "", "three"], ["eins", "zwei", ""])
+    short = _write(tmp_path / "b.de", ["eins"])
+    with pytest.raises(ValueError, match=r"a\.en has 3, .*b\.de has 1$"):
+        sources.read_aligned_lines(src, short)
