@@ -1,6 +1,10 @@
 """Argument checks shared by the layers, training and decoding, and how
 their messages show a value that a client or a file gave."""
 
+import numbers
+
+INF = float("inf")
+
 
 def shown(value, most=80, quoted=True):
     """`repr(value)` (`str` if not `quoted`), cut after `most` characters:
@@ -47,6 +51,40 @@ def check_non_negative_int(name, value):
     """Raises a `ValueError` naming `name` unless `value` is an int >= 0 (not a bool)."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(f"`{name}` must be an integer >= 0. Received: {name}={value!r}")
+
+
+def check_alpha(alpha):
+    """Raises a `ValueError` unless `alpha`, the length penalty's
+    exponent, is a finite number >= 0 (an infinite one makes every score
+    0 or infinite)."""
+    if not _is_number(alpha) or not 0 <= alpha < INF:
+        raise ValueError(f"`alpha` must be a finite number >= 0. Received: alpha={alpha!r}")
+
+
+def check_sampling(temperature, top_k, top_p, names=("temperature", "top_k", "top_p")):
+    """Validates the sampling options; returns them as float, int, float.
+
+    `temperature` is a finite number > 0, `top_k` an int >= 0 (0: every
+    token), `top_p` in (0, 1] (1: every token); messages call them by
+    `names` (`export` calls them `sampling_temperature`, ...).
+    """
+    hot, k, p = names
+    if isinstance(top_k, numbers.Integral) and not isinstance(top_k, bool):
+        top_k = int(top_k)  # NumPy's ints too
+    if not _is_number(temperature):
+        raise ValueError(f"`{hot}` must be a number > 0. Received: {temperature!r}")
+    if not 0 < temperature < INF:
+        raise ValueError(f"`{hot}` must be a finite number > 0. Received: {hot}={temperature!r}")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
+        raise ValueError(f"`{k}` must be an int >= 0 (0: every token). Received: {top_k!r}")
+    if not _is_number(top_p) or not 0 < top_p <= 1:
+        raise ValueError(f"`{p}` must be in (0, 1] (1: every token). Received: {top_p!r}")
+    return float(temperature), top_k, float(top_p)
+
+
+def _is_number(value):
+    """A real number, NumPy's included, but not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def check_port(name, value):

@@ -10,7 +10,7 @@ import os
 import re
 
 _VERSION_FOLDER = re.compile(r"[0-9]+")
-_MAX_VERSION = 2**63 - 1
+MAX_VERSION = 2**63 - 1
 
 
 def parse_version_folder(name):
@@ -24,7 +24,18 @@ def parse_version_folder(name):
     if not _VERSION_FOLDER.fullmatch(name):
         return None
     number = int(name)
-    return number if number <= _MAX_VERSION else None
+    return number if number <= MAX_VERSION else None
+
+
+def check_version_number(version):
+    """Raises a `ValueError` unless `version` is an int from 1 to
+    `MAX_VERSION`: a version TF Serving's loader reads (a folder past int64
+    is no version to it, and would never be served)."""
+    if not isinstance(version, int) or isinstance(version, bool) or not 0 < version <= MAX_VERSION:
+        raise ValueError(
+            f"`version` must be a positive int of at most 2**63 - 1 ({MAX_VERSION}), "
+            f"as TF Serving reads version folders. Received: version={version!r}"
+        )
 
 
 def version_folders(base_path):

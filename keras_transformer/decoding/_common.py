@@ -4,7 +4,7 @@ import numbers
 
 import tensorflow as tf
 
-from keras_transformer._validation import check_positive_int
+from keras_transformer._validation import check_alpha, check_positive_int
 
 # Stands for log(0) without producing NaN in sums.
 NEG_INF = -1.0e9
@@ -64,8 +64,7 @@ def check_arguments(beam_size, max_length, end_id, alpha, penalty="gnmt"):
         check_positive_int(name, value)
     if not isinstance(end_id, int) or end_id < 0:
         raise ValueError(f"`end_id` must be a non-negative int. Received: end_id={end_id!r}")
-    if not alpha >= 0:
-        raise ValueError(f"`alpha` must be >= 0. Received: alpha={alpha!r}")
+    check_alpha(alpha)
     return beam_size, max_length, end_id, alpha
 
 

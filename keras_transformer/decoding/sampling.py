@@ -3,22 +3,9 @@ temperature and cut to the top-k tokens and the top-p (nucleus) mass."""
 
 import tensorflow as tf
 
+from keras_transformer._validation import check_sampling
 from keras_transformer.decoding import _common
 from keras_transformer.decoding.greedy import token_by_token
-
-
-def check_sampling(temperature, top_k, top_p):
-    """Validates the sampling options; returns them as float, int, float."""
-    top_k = _common.as_int(top_k)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise ValueError(f"`temperature` must be a number > 0. Received: {temperature!r}")
-    if not temperature > 0:
-        raise ValueError(f"`temperature` must be > 0. Received: temperature={temperature!r}")
-    if not isinstance(top_k, int) or top_k < 0:
-        raise ValueError(f"`top_k` must be an int >= 0 (0: every token). Received: {top_k!r}")
-    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1:
-        raise ValueError(f"`top_p` must be in (0, 1] (1: every token). Received: {top_p!r}")
-    return float(temperature), top_k, float(top_p)
 
 
 def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):

@@ -123,8 +123,7 @@ class Translator(tf.Module):
         self.renormalize = bool(renormalize)
         self.max_input_length = int(min(max_input_length or 256, limit))
         self.max_output_length = int(min(max_output_length or 128, limit))
-        if self.beam_size < 1:
-            raise ValueError(f"`beam_size` must be >= 1. Received: beam_size={beam_size}")
+        self._check_beam_size(self.beam_size)
         self.sampling_temperature, self.sampling_topk, self.sampling_topp = check_sampling(
             sampling_temperature, sampling_topk, sampling_topp
         )
@@ -293,6 +292,18 @@ class Translator(tf.Module):
             return greedy_search(step, start, state, **options)
         return beam_search(step, start, state, beam_size=beam_size, **options)
 
+    def _check_beam_size(self, beam_size):
+        # More beams than target tokens is no wider search (the first step
+        # has a hypothesis a token), only memory: 100,000 beams of a tiny
+        # model took 24 GB and failed.
+        check_positive_int("beam_size", beam_size)
+        vocab = int(self.model.target_vocab_size)
+        if beam_size > vocab:
+            raise ValueError(
+                f"`beam_size` must be at most the target vocabulary's size, {vocab}. "
+                f"Received: beam_size={beam_size}"
+            )
+
     def _detokenize(self, sequences):
         """`[batch, beams, length]` ids -> `[batch, beams]` strings."""
         batch, beams = tf.shape(sequences)[0], tf.shape(sequences)[1]
@@ -304,7 +315,7 @@ class Translator(tf.Module):
         """Returns `{"translations": [batch, beams], "scores": [batch, beams],
         "ids": [batch, beams, length]}`, best first."""
         beam_size = self.beam_size if beam_size is None else _common.as_int(beam_size)
-        check_positive_int("beam_size", beam_size)
+        self._check_beam_size(beam_size)
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
         source_ids = self.encode_text(text)
         sequences, scores = self._search(source_ids, beam_size)

@@ -10,7 +10,8 @@ can describe itself without loading them.
 import dataclasses
 
 from keras_transformer._renames import rename_keys
-from keras_transformer._validation import options_from_dict
+from keras_transformer._validation import check_alpha, check_sampling, options_from_dict
+from keras_transformer._version_folders import check_version_number
 
 FORMATS = ("savedmodel", "ctranslate2", "huggingface")
 PENALTIES = ("gnmt", "power")
@@ -121,8 +122,8 @@ class ExportOptions:
                 raise ValueError(
                     f"`{name}` must be one of {choices}. Received: {getattr(self, name)!r}"
                 )
-        if self.version is not None and (isinstance(self.version, bool) or self.version <= 0):
-            raise ValueError(f"`version` must be a positive int. Received: {self.version!r}")
+        if self.version is not None:
+            check_version_number(self.version)
         for name in ("beam_size", "max_output_length"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be at least 1. Received: {getattr(self, name)}")
@@ -130,10 +131,10 @@ class ExportOptions:
             raise ValueError(
                 f"`length_penalty` must be one of {PENALTIES}. Received: {self.length_penalty!r}"
             )
-        if (self.alpha is not None and self.alpha < 0) or self.sampling_topk < 0:
-            raise ValueError("`alpha` and `sampling_topk` must be >= 0")
-        if self.sampling_temperature <= 0 or not 0 < self.sampling_topp <= 1:
-            raise ValueError("`sampling_temperature` must be > 0 and `sampling_topp` in (0, 1]")
+        if self.alpha is not None:
+            check_alpha(self.alpha)
+        names = ("sampling_temperature", "sampling_topk", "sampling_topp")
+        check_sampling(*(getattr(self, name) for name in names), names=names)
         self.batch_sizes = _positive_ints("batch_sizes", self.batch_sizes)
         self.lengths = _positive_ints("lengths", self.lengths)
         if self.format != "savedmodel":

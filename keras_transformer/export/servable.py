@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from keras_transformer._renames import take_renamed
-from keras_transformer._version_folders import version_folders
+from keras_transformer._version_folders import MAX_VERSION, check_version_number, version_folders
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.export.compiled import (
     compiled_info,
@@ -232,8 +232,12 @@ def write_version(export_base, version, write):
     if version is None:
         existing = versions(export_base)
         version = existing[-1] + 1 if existing else 1
-    if not isinstance(version, int) or version <= 0:
-        raise ValueError(f"`version` must be a positive int. Received: version={version!r}")
+        if version > MAX_VERSION:
+            raise ValueError(
+                f"{export_base} holds version {existing[-1]}, the last TF Serving reads: "
+                "give the version to write"
+            )
+    check_version_number(version)
     final = os.path.join(export_base, str(version))
     if os.path.exists(final):
         raise FileExistsError(

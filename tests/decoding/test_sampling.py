@@ -115,7 +115,10 @@ def test_a_seed_repeats_and_no_seed_draws_anew():
 @pytest.mark.parametrize(
     "options, message",
     [
-        (dict(temperature=0.0), "`temperature` must be > 0"),
+        (dict(temperature=0.0), "`temperature` must be a finite number > 0"),
+        (dict(temperature=float("inf")), "`temperature` must be a finite number > 0"),
+        (dict(temperature=True), "`temperature` must be a number"),
+        (dict(top_k=True), "`top_k` must be an int >= 0"),
         (dict(temperature="hot"), "`temperature` must be a number"),
         (dict(top_k=-1), "`top_k` must be an int >= 0"),
         (dict(top_p=0.0), r"`top_p` must be in \(0, 1\]"),

@@ -167,6 +167,18 @@ def test_bad_beam_size_per_call(translator, beam_size):
         translator.translate(tf.constant(["The dog sleeps."]), beam_size=beam_size)
 
 
+@pytest.mark.parametrize("per_call", [False, True])
+def test_more_beams_than_target_tokens_are_refused(parts, translator, per_call):
+    vocab = parts[0].target_vocab_size
+    match = f"at most the target vocabulary's size, {vocab}. Received: beam_size={vocab + 1}$"
+    with pytest.raises(ValueError, match=match):
+        if per_call:
+            translator.translate(tf.constant(["The dog sleeps."]), beam_size=vocab + 1)
+        else:
+            Translator(*parts, beam_size=vocab + 1)
+    Translator(*parts, beam_size=vocab)  # as many as the tokens: allowed
+
+
 def test_sample_with_top_k_one_is_the_greedy_translation(parts):
     translator = Translator(*parts, max_output_length=MAX_OUTPUT, sampling_topk=1)
     greedy = translator.translate_greedy(tf.constant(SENTENCES + [""]))
@@ -230,6 +242,7 @@ def test_score_needs_one_translation_per_text(translator):
         (dict(sampling_temperature=-1.0), "temperature"),
         (dict(sampling_topk=-2), "top_k"),
         (dict(sampling_topp=2.0), "top_p"),
+        (dict(sampling_temperature=float("inf")), "`temperature` must be a finite number"),
     ],
 )
 def test_bad_sampling_options(parts, options, message):

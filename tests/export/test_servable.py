@@ -33,6 +33,23 @@ def test_versions_are_numbered_and_never_overwritten(trained_model, export_base,
     assert not [d for d in os.listdir(base) if d.startswith(".staging")]
 
 
+@pytest.mark.parametrize("largest", [True, False])
+def test_a_version_past_tf_serving_s_int64_is_refused(tmp_path, largest):
+    from keras_transformer.export.servable import write_version
+
+    base = str(tmp_path / "translator")
+    os.makedirs(os.path.join(base, str(2**63 - 1)))
+    written = []
+    if largest:  # the next version would be 2**63
+        with pytest.raises(ValueError, match=f"holds version {2**63 - 1}, the last TF Serving"):
+            write_version(base, None, written.append)
+    else:
+        with pytest.raises(ValueError, match="at most 2"):
+            write_version(base, 2**63, written.append)
+    assert written == [] and sorted(os.listdir(base)) == [str(2**63 - 1)]
+    assert write_version(base, 7, lambda folder: os.makedirs(folder)).endswith(os.sep + "7")
+
+
 def test_the_position_tables_are_stored_once(trained_model, export_base):
     # Dozens of traced functions read positions known only at run time;
     # each once embedded its own copy of the sinusoidal table.
