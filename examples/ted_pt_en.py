@@ -37,20 +37,25 @@ if not prepare():
 
 from keras_transformer.data import sources  # noqa: E402
 from keras_transformer.decoding import Translator, evaluate  # noqa: E402
-from keras_transformer.training import TrainConfig, load_run, train  # noqa: E402
+from keras_transformer.training import RunDirectory, TrainConfig, load_run, train  # noqa: E402
 
 run = os.path.join(OUT, "ted_pt_en")
-train(
-    TrainConfig(
-        dataset=DATASET,
-        output_dir=run,
-        preset="small",
-        epochs=10,
-        vocab_size=8000,
-        data_dir=os.path.join(OUT, "tfds"),
-        verbose=2,
+# Run again, the script evaluates the trained run: `train` never trains into
+# a finished one (a killed one, it resumes).
+if RunDirectory(run).is_finished():
+    print(f"{run} is trained")
+else:
+    train(
+        TrainConfig(
+            dataset=DATASET,
+            output_dir=run,
+            preset="small",
+            epochs=10,
+            vocab_size=8000,
+            data_dir=os.path.join(OUT, "tfds"),
+            verbose=2,
+        )
     )
-)
 model, source_tokenizer, target_tokenizer, _ = load_run(run)
 test, _ = sources.load_dataset(DATASET, "test", os.path.join(OUT, "tfds"))
 test_sources, references = sources.sentences(test)

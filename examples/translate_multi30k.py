@@ -14,7 +14,7 @@ import sys
 
 from keras_transformer.data.sources import read_parallel_files
 from keras_transformer.decoding import Translator, evaluate
-from keras_transformer.training import TrainConfig, load_run, train
+from keras_transformer.training import RunDirectory, TrainConfig, load_run, train
 
 QUICK = os.environ.get("KT_EXAMPLE_QUICK") == "1"
 if len(sys.argv) != 2:
@@ -45,24 +45,29 @@ if QUICK:  # a 2,000-pair slice, written beside the run
             f.write("\n".join(lines) + "\n")
 
 run = os.path.join(OUT, "multi30k")
-train(
-    TrainConfig(
-        dataset=f"parallel:{train_en},{train_de}",
-        valid=f"parallel:{path('val.en')},{path('val.de')}",
-        output_dir=run,
-        preset="small" if not QUICK else "tiny",
-        model_overrides={}
-        if not QUICK
-        else {"num_layers": 1, "d_model": 64, "num_heads": 2, "dff": 128},
-        epochs=20 if not QUICK else 1,
-        steps_per_epoch=None if not QUICK else 10,
-        batch_tokens=4096 if not QUICK else 1024,
-        vocab_size=8000 if not QUICK else 500,
-        warmup_steps=4000 if not QUICK else 20,
-        max_length=64,
-        verbose=2,
+# Run again, the script evaluates the trained run: `train` never trains into
+# a finished one (a killed one, it resumes).
+if RunDirectory(run).is_finished():
+    print(f"{run} is trained")
+else:
+    train(
+        TrainConfig(
+            dataset=f"parallel:{train_en},{train_de}",
+            valid=f"parallel:{path('val.en')},{path('val.de')}",
+            output_dir=run,
+            preset="small" if not QUICK else "tiny",
+            model_overrides={}
+            if not QUICK
+            else {"num_layers": 1, "d_model": 64, "num_heads": 2, "dff": 128},
+            epochs=20 if not QUICK else 1,
+            steps_per_epoch=None if not QUICK else 10,
+            batch_tokens=4096 if not QUICK else 1024,
+            vocab_size=8000 if not QUICK else 500,
+            warmup_steps=4000 if not QUICK else 20,
+            max_length=64,
+            verbose=2,
+        )
     )
-)
 model, source_tokenizer, target_tokenizer, _ = load_run(run)
 sources, references, _ = read_parallel_files(
     path("test_2016_flickr.en"), path("test_2016_flickr.de")

@@ -10,7 +10,7 @@ import os
 
 from keras_transformer.data import sources
 from keras_transformer.decoding import Translator, evaluate
-from keras_transformer.training import TrainConfig, load_run, train
+from keras_transformer.training import RunDirectory, TrainConfig, load_run, train
 
 QUICK = os.environ.get("KT_EXAMPLE_QUICK") == "1"
 RUN = os.environ.get("KT_EXAMPLE_DIR", "runs") + "/translate_synthetic"
@@ -34,7 +34,12 @@ config = TrainConfig(
     lr_scale=2.0,
     verbose=2,
 )
-train(config)
+# Run again, the script evaluates the trained run: `train` never trains into
+# a finished one (a killed one, it resumes).
+if RunDirectory(RUN).is_finished():
+    print(f"{RUN} is trained")
+else:
+    train(config)
 
 model, source_tokenizer, target_tokenizer, _ = load_run(RUN)
 translator = Translator(

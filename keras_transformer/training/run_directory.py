@@ -50,6 +50,14 @@ class RunDirectory:
     data_stats = property(lambda self: self.join("data_stats.json"))
     generation = property(lambda self: self.join("generation.json"))
 
+    def is_finished(self):
+        """Whether a training run ended here: its final weights written and
+        its backup removed (a run killed between the two resumes)."""
+        return os.path.exists(self.final_weights) and not self._has_backup()
+
+    def _has_backup(self):
+        return os.path.isdir(self.backup) and bool(os.listdir(self.backup))
+
     def has_tokenizers(self):
         return os.path.exists(self.source_tokenizer) and os.path.exists(self.target_tokenizer)
 
@@ -59,6 +67,50 @@ class RunDirectory:
     def read_json(self, path):
         with open(path, encoding="utf-8") as f:
             return json.load(f)
+
+
+# The settings a run's tokenizers are learned with, and those its model is
+# built with: a run directory is trained into again only with the same.
+TOKENIZER_SETTINGS = ("init_from", "vocab_size", "joint_vocabulary", "tokenizer_sample")
+MODEL_SETTINGS = ("preset", "model_overrides", "max_length")
+
+
+def check_run_reuse(run, settings):
+    """Raises unless `train` with `settings` (a `TrainConfig.to_dict()`)
+    may write into `run`: a new or empty folder; one holding only the
+    tokenizers of the same settings (a run that stopped before training,
+    or tokenizers put there to be reused); or a backup of a run of the same
+    settings, which it resumes.
+
+    Raises:
+        FileExistsError: `run` holds a finished run (whose weights, best
+            weights and history a new run would overwrite or mix with its
+            own), or tokenizers or a backup of other settings (named).
+    """
+    resuming = run._has_backup()
+    if run.is_finished():
+        raise FileExistsError(
+            f"{run.path} holds a finished run ({os.path.basename(run.final_weights)}): give "
+            f"a new --output-dir, or start a new run from it with --init-from {run.path}"
+        )
+    if not os.path.exists(run.config) or not (resuming or run.has_tokenizers()):
+        return
+    before = run.read_json(run.config)
+    keys = TOKENIZER_SETTINGS + (MODEL_SETTINGS if resuming else ())
+    if before.get("init_from") is not None and before.get("init_from") == settings.get("init_from"):
+        # The tokenizers are the start's (copied in), whatever these say.
+        keys = tuple(k for k in keys if k not in TOKENIZER_SETTINGS[1:])
+    changed = [
+        f"{key} {before[key]!r}, not {settings.get(key)!r}"
+        for key in keys
+        if key in before and before[key] != settings.get(key)
+    ]
+    if changed:
+        held = "the backup of a run" if resuming else "the tokenizers of a run"
+        raise FileExistsError(
+            f"{run.path} holds {held} of other settings ({'; '.join(changed)}): give the "
+            "same settings to resume it, or a new --output-dir"
+        )
 
 
 WEIGHTS = ("auto", "averaged", "best", "final")

@@ -21,6 +21,7 @@ from keras_transformer.training.config import TrainConfig
 from keras_transformer.training.run_directory import (
     RunDirectory,
     build_run_model,
+    check_run_reuse,
     weights_path,
 )
 
@@ -130,7 +131,10 @@ def train(config, log=print):
     """Runs (or resumes) the training job described by `config`.
 
     A run directory that already holds a backup is resumed from it: the
-    same command after a crash or kill continues where it stopped.
+    same command after a crash or kill continues where it stopped. A
+    finished run is never trained into again, nor a run of other settings
+    (`check_run_reuse`): its weights, best weights and history would be
+    overwritten or mixed with the new run's.
 
     Args:
         config: a `TrainConfig` (or a dict of its keys).
@@ -159,6 +163,7 @@ def train(config, log=print):
     )
 
     run = RunDirectory(config.output_dir)
+    check_run_reuse(run, config.to_dict())
     os.makedirs(run.path, exist_ok=True)
     if is_chief:
         run.write_json(run.config, config.to_dict())

@@ -18,7 +18,7 @@ from keras_transformer._extras import require
 from keras_transformer.data import sources
 from keras_transformer.training import keras_adapter
 from keras_transformer.training.preparation import prepare_data
-from keras_transformer.training.run_directory import RunDirectory
+from keras_transformer.training.run_directory import RunDirectory, check_run_reuse
 from keras_transformer.tuning.bleu_callback import BleuCallback
 from keras_transformer.tuning.config import OBJECTIVES, TUNERS, TuneConfig
 from keras_transformer.tuning.hypermodel import MODEL_DIMENSIONS, TransformerHyperModel
@@ -160,13 +160,6 @@ def train_best(options, best, search_run, log=print):
     config = _config(options)
     output = os.path.join(config.directory, "best_run")
     target = RunDirectory(output)
-    os.makedirs(os.path.dirname(target.source_tokenizer), exist_ok=True)
-    for name in ("source", "target"):
-        for ext in (".model", ".vocab"):
-            shutil.copy(
-                os.path.join(search_run.path, "tokenizers", name + ext),
-                os.path.join(target.path, "tokenizers", name + ext),
-            )
     values = best.values
     train_config = TrainConfig(
         **config.data_options(),
@@ -182,6 +175,25 @@ def train_best(options, best, search_run, log=print):
         label_smoothing=float(values["label_smoothing"]),
         batch_tokens=int(values.get("batch_tokens", 4096)),
     )
+    try:
+        check_run_reuse(target, train_config.to_dict())
+    except FileExistsError:
+        # The best run of an earlier search (finished, or of another
+        # best): the search's own output, made again from its trials.
+        log(f"Replacing the best run of an earlier search in {output}")
+        shutil.rmtree(output)
+    _copy_tokenizers(search_run, target)
     log(f"Training the best configuration into {output}")
     train(train_config, log=log)
     return output
+
+
+def _copy_tokenizers(search_run, target):
+    """The search's tokenizers into the best run: it tokenizes as its trials."""
+    os.makedirs(os.path.dirname(target.source_tokenizer), exist_ok=True)
+    for name in ("source", "target"):
+        for ext in (".model", ".vocab"):
+            shutil.copy(
+                os.path.join(search_run.path, "tokenizers", name + ext),
+                os.path.join(target.path, "tokenizers", name + ext),
+            )

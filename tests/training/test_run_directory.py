@@ -52,3 +52,70 @@ def test_load_run_restores_the_trained_weights(trained_run):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(FileNotFoundError, match="No weights"):
         load_run(trained_run["run"], weights="averaged")  # trained without average_last
+
+
+def _run_of(tmp_path, settings, *, tokenizers=True, backup=False, finished=False):
+    """A run directory as `train` leaves it, without training: its config,
+    and as asked, tokenizers, a backup (a run killed mid-way) and final
+    weights."""
+    run = RunDirectory(str(tmp_path / "run"))
+    run.write_json(run.config, settings)
+    if tokenizers:
+        os.makedirs(os.path.dirname(run.source_tokenizer))
+        for path in (run.source_tokenizer, run.target_tokenizer):
+            open(path, "w").close()
+    if backup:
+        os.makedirs(run.backup)
+        open(os.path.join(run.backup, "training_metadata.json"), "w").close()
+    if finished:
+        open(run.final_weights, "w").close()
+    return run
+
+
+SETTINGS = dict(vocab_size=300, joint_vocabulary=False, tokenizer_sample=1000, preset="tiny",
+                model_overrides={"d_model": 64}, max_length=64, init_from=None,
+                epochs=2)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "held, changes, refused",
+    [
+        # Nothing to lose: a new folder, or a run stopped before training.
+        ({"tokenizers": False}, {"vocab_size": 100, "preset": "small"}, None),
+        ({}, {"preset": "small", "epochs": 9}, None),  # the model is built anew
+        ({}, {"vocab_size": 100},
+         "the tokenizers of a run of other settings (vocab_size 300, not 100)"),
+        ({}, {"joint_vocabulary": True}, "joint_vocabulary False, not True"),
+        # A killed run resumes with its settings, more epochs allowed.
+        ({"backup": True}, {"epochs": 9}, None),
+        ({"backup": True}, {"preset": "small"},
+         "the backup of a run of other settings (preset 'tiny', not 'small')"),
+        ({"backup": True}, {"model_overrides": {"d_model": 32}},
+         "model_overrides {'d_model': 64}, not {'d_model': 32}"),
+        # A finished run is never trained into again, with any settings.
+        ({"finished": True}, {}, "holds a finished run (final.weights.h5)"),
+        ({"finished": True}, {"epochs": 9}, "--init-from"),
+        # Killed between its final weights and removing its backup: resumes.
+        ({"finished": True, "backup": True}, {}, None),
+    ],
+)  # fmt: skip
+def test_a_run_directory_is_trained_into_again_only_to_resume_it(tmp_path, held, changes, refused):
+    from keras_transformer.training.run_directory import check_run_reuse
+
+    run = _run_of(tmp_path, SETTINGS, **held)
+    settings = {**SETTINGS, **changes}
+    if refused is None:
+        check_run_reuse(run, settings)
+        return
+    with pytest.raises(FileExistsError) as caught:
+        check_run_reuse(run, settings)
+    assert str(caught.value).startswith(f"{run.path} holds ") and refused in str(caught.value)
+
+
+def test_a_fine_tuning_run_s_tokenizers_are_its_start_s(tmp_path):
+    from keras_transformer.training.run_directory import check_run_reuse
+
+    run = _run_of(tmp_path, {**SETTINGS, "init_from": "runs/base"})
+    check_run_reuse(run, {**SETTINGS, "init_from": "runs/base", "vocab_size": 8000})
+    with pytest.raises(FileExistsError, match="init_from 'runs/base', not 'runs/other'"):
+        check_run_reuse(run, {**SETTINGS, "init_from": "runs/other"})

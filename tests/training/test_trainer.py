@@ -1,10 +1,12 @@
 import csv
 import json
 import os
+import shutil
 import signal
 import time
 
 import numpy as np
+import pytest
 
 from keras_transformer import cli as keras_transformer_cli
 from keras_transformer.training.run_directory import RunDirectory, build_run_model, load_run
@@ -223,3 +225,18 @@ def test_joint_vocabulary_with_shared_embeddings_and_peak_rate(parallel_files, t
     assert source.vocab_size == target.vocab_size == model.source_vocab_size
     config = json.load(open(os.path.join(run, "config.json")))
     assert config["peak_learning_rate"] == 0.005 and config["joint_vocabulary"]
+
+
+@pytest.mark.parametrize("changes", [{}, {"preset": "small", "epochs": 3}])
+def test_a_finished_run_is_never_trained_into_again(trained_run, tmp_path, changes):
+    from keras_transformer.training import TrainConfig, train
+
+    run = str(tmp_path / "run")
+    shutil.copytree(trained_run["run"], run)
+    kept = ("config.json", "final.weights.h5", "best.weights.h5", "history.csv")
+    before = {name: open(os.path.join(run, name), "rb").read() for name in kept}
+    config = {**json.load(open(os.path.join(run, "config.json"))), **changes, "output_dir": run}
+    with pytest.raises(FileExistsError, match="holds a finished run .* --init-from"):
+        train(TrainConfig.from_dict(config), log=lambda *_: None)
+    for name, data in before.items():
+        assert open(os.path.join(run, name), "rb").read() == data, name

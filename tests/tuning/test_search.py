@@ -140,6 +140,48 @@ def test_distributed_search_shares_trials(parallel_files, tmp_path):
     assert sum(len(re.findall(r" - val_masked_accuracy: ", out)) for out in outs) == 2
 
 
+@pytest.mark.parametrize("earlier", ["finished", "killed-other-best", "killed-same-best"])
+def test_the_best_run_of_an_earlier_search_is_replaced_or_resumed(tmp_path, monkeypatch, earlier):
+    """A search run again may find another best: its best run is trained
+    anew (a finished one, or a killed one of another best), or resumed (a
+    killed one of the same best)."""
+    import types
+
+    import keras_transformer.training as training
+    from keras_transformer.training.run_directory import RunDirectory
+    from keras_transformer.tuning.config import TuneConfig
+    from keras_transformer.tuning.search import train_best
+
+    trained = []
+    monkeypatch.setattr(training, "train", lambda config, log=None: trained.append(config))
+    search_run = tmp_path / "search"
+    (search_run / "tokenizers").mkdir(parents=True)
+    for name in ("source.model", "source.vocab", "target.model", "target.vocab"):
+        (search_run / "tokenizers" / name).write_text(name)
+    options = TuneConfig(dataset="synthetic", directory=str(tmp_path / "tune"), verbose=0)
+    values = dict(num_layers=2, d_model=32, num_heads=4, dff=64, dropout=0.2, norm_first=True)
+    values.update(warmup_steps=30, label_smoothing=0.05)
+
+    def run_best(values):
+        best = types.SimpleNamespace(values=values)
+        logged = []
+        train_best(options, best, types.SimpleNamespace(path=str(search_run)), log=logged.append)
+        return logged
+
+    run_best(values)
+    run = RunDirectory(str(tmp_path / "tune" / "best_run"))
+    run.write_json(run.config, trained[-1].to_dict())  # as train leaves it
+    leftover = run.final_weights if earlier == "finished" else run.join("backup", "metadata")
+    os.makedirs(os.path.dirname(leftover), exist_ok=True)
+    open(leftover, "w").close()
+    again = dict(values, d_model=64) if earlier != "killed-same-best" else values
+    logged = run_best(again)
+    replaced = earlier != "killed-same-best"
+    assert any("Replacing the best run" in line for line in logged) == replaced
+    assert os.path.exists(leftover) != replaced
+    assert trained[-1].model_overrides["d_model"] == again["d_model"] and run.has_tokenizers()
+
+
 @pytest.mark.parametrize("jit_compile, best_epochs", [(True, 5), (False, None)])
 def test_the_best_run_keeps_the_searchs_options(tmp_path, monkeypatch, jit_compile, best_epochs):
     import types
