@@ -624,7 +624,22 @@ def main(argv=None):
             traceback.print_exc()
         print(f"keras-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:
+        if not _is_out_of_memory(error):
+            raise
+        # What was asked is larger than the machine: no fault to trace.
+        # TensorFlow's message goes on with the graph's ops.
+        first = str(getattr(error, "message", error)).strip().splitlines()[0]
+        print(f"keras-transformer {args.command}: error: out of memory: {first}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _is_out_of_memory(error):
+    """NumPy's or Python's `MemoryError`, or TensorFlow's OOM."""
+    tf = sys.modules.get("tensorflow")
+    oom = getattr(getattr(tf, "errors", None), "ResourceExhaustedError", ())
+    return isinstance(error, (MemoryError, oom))
 
 
 if __name__ == "__main__":

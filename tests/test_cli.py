@@ -197,6 +197,36 @@ def test_score_and_evaluate_name_a_bad_batch_size_or_uneven_files(
     assert line.endswith(message.format(source=source, target=target)), line
 
 
+@pytest.mark.parametrize("kind", ["numpy", "tensorflow"])
+def test_out_of_memory_is_one_line(kind, monkeypatch, capsys):
+    import numpy as np
+    import tensorflow as tf
+
+    def run(args):
+        if kind == "numpy":
+            np.ones((1 << 20, 1 << 20, 64))  # 512 TiB
+        raise tf.errors.ResourceExhaustedError(
+            None, None, "OOM when allocating tensor with shape[400000,64,32]\n\t [[{{node x}}]]"
+        )
+
+    monkeypatch.setattr(cli, "_translate", run)  # the parser takes it when main builds it
+    monkeypatch.setattr(cli, "_load_keras", lambda: None)
+    assert cli.main(["translate", "--model", "m", "x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("keras-transformer translate: error: out of memory: ")
+    expected = "Unable to allocate" if kind == "numpy" else "shape[400000,64,32]"
+    assert expected in err[0] and err[0].endswith(("float64", "shape[400000,64,32]"))
+
+
+def test_model_overrides_that_are_not_an_object_are_one_line(capsys):
+    argv = ["train", "--dataset", "synthetic", "--model-overrides", "[1, 2]"]
+    assert cli.main(argv) == 2
+    line, _ = _one_error_line(capsys, "train")
+    assert line.endswith("must be a JSON object of Transformer arguments. "
+                         "Received: model_overrides=[1, 2]")  # fmt: skip
+
+
 class _Client:
     calls = []
 

@@ -5,7 +5,7 @@ import json
 import os
 
 from keras_transformer._extras import require
-from keras_transformer._validation import check_positive_int, check_positive_number
+from keras_transformer._validation import check_positive_int, check_positive_number, shown
 from keras_transformer.data.config import DataConfig
 from keras_transformer.models.presets import PRESETS
 
@@ -137,6 +137,11 @@ class TrainConfig(DataConfig):
         unknown = sorted(set(self.freeze) - set(FREEZABLE))
         if unknown:
             raise ValueError(f"`freeze` takes {list(FREEZABLE)}. Received: {unknown}")
+        if not isinstance(self.model_overrides, dict):
+            raise ValueError(
+                "`model_overrides` must be a JSON object of Transformer arguments. "
+                f"Received: model_overrides={shown(self.model_overrides)}"
+            )
         if self.init_from is not None:
             changed = sorted(set(self.model_overrides) - {"dropout", "attention_dropout"})
             if changed:

@@ -462,3 +462,22 @@ def test_learns_to_copy_sequences():
     history = model.fit((x, target_in), target_out, batch_size=64, epochs=6, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0] / 4
     assert history.history["masked_accuracy"][-1] > 0.97
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"bogus": 1, "d_model": 64}, r"argument\(s\) \['bogus'\]; its arguments: activation, "),
+        ({"dropout": 1.5}, "`dropout` must be a rate from 0 to below 1. Received: 1.5"),
+        ({"dropout_rate": 1.0}, "`dropout` must be a rate from 0 to below 1. Received: 1.0"),
+        ({"attention_dropout": -0.1}, "`attention_dropout` must be a rate from 0 to below 1"),
+        ({"dropout": True}, "`dropout` must be a rate"),
+    ],
+)  # fmt: skip
+def test_overrides_that_are_no_argument_or_no_rate_are_named(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        Transformer.from_preset("tiny", 50, 60, **overrides)
+    # The old names still pass, warned.
+    with pytest.warns(DeprecationWarning):
+        model = Transformer.from_preset("tiny", 50, 60, dropout_rate=0.25)
+    assert model.dropout == 0.25
