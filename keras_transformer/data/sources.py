@@ -196,8 +196,21 @@ def _load_tfds(name, split, data_dir):
 
     if name == "synthetic_translation":
         from keras_transformer.data import synthetic_builder  # noqa: F401  (registers it)
-    builder = tfds.builder(name, data_dir=data_dir)
-    builder.download_and_prepare()
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+    except tfds.core.registered.DatasetNotFoundError:
+        # TFDS's own message runs to a dozen lines of advice.
+        raise CorpusError(
+            f"tfds:{name}: TensorFlow Datasets has no dataset of that name "
+            "(`tfds.list_builders()` lists them)"
+        ) from None
+    try:
+        builder.download_and_prepare()
+    except OSError as error:  # no network, a full disk; requests' errors are OSErrors
+        raise CorpusError(
+            f"tfds:{name}: cannot be downloaded and prepared in {builder.data_dir}: "
+            f"{' '.join(str(error).split())}"
+        ) from None
     if split not in builder.info.splits:
         raise ValueError(
             f"Dataset {name!r} has no split {split!r}; it has {sorted(builder.info.splits)}"

@@ -198,3 +198,36 @@ def test_aligned_lines_keep_blank_pairs_and_name_uneven_files(tmp_path):
     short = _write(tmp_path / "b.de", ["eins"])
     with pytest.raises(ValueError, match=r"a\.en has 3, .*b\.de has 1$"):
         sources.read_aligned_lines(src, short)
+
+
+def test_a_tfds_name_that_is_no_dataset_is_one_line(tmp_path):
+    with pytest.raises(CorpusError) as caught:
+        sources.load_dataset("tfds:no_such_dataset_xyz", data_dir=str(tmp_path))
+    assert str(caught.value) == (
+        "tfds:no_such_dataset_xyz: TensorFlow Datasets has no dataset of that name "
+        "(`tfds.list_builders()` lists them)"
+    )
+
+
+def test_a_tfds_download_that_fails_is_one_line(tmp_path, monkeypatch):
+    import requests
+    import tensorflow_datasets as tfds
+
+    class Offline:
+        data_dir = str(tmp_path / "ted")
+
+        def download_and_prepare(self):
+            raise requests.exceptions.ConnectionError(
+                "HTTPConnection(host='www.phontron.com', port=80): Max retries exceeded\n"
+                "  (Caused by NameResolutionError)"
+            )
+
+    monkeypatch.setattr(tfds, "builder", lambda name, data_dir=None: Offline())
+    with pytest.raises(CorpusError) as caught:
+        sources.load_dataset("tfds:ted_hrlr_translate/pt_to_en", data_dir=str(tmp_path))
+    message = str(caught.value)
+    assert message.startswith(
+        f"tfds:ted_hrlr_translate/pt_to_en: cannot be downloaded and prepared in {tmp_path}"
+    )
+    assert "Max retries exceeded (Caused by NameResolutionError)" in message
+    assert "\n" not in message
