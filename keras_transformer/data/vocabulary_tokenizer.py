@@ -157,8 +157,12 @@ def load_tokenizer(path):
     """The tokenizer saved at `path`: a `VocabularyTokenizer` when a
     vocabulary lies beside the SentencePiece model, else a
     `SubwordTokenizer`."""
-    if os.path.exists(vocabulary_path(path)):
-        return VocabularyTokenizer.load(path)
     from keras_transformer.data.tokenizer import SubwordTokenizer
 
-    return SubwordTokenizer.load(path)
+    kind = VocabularyTokenizer if os.path.exists(vocabulary_path(path)) else SubwordTokenizer
+    try:
+        return kind.load(path)
+    except tf.errors.OpError:  # TF Text's parser: the bytes are no model
+        raise ValueError(f"{path} cannot be read as a tokenizer: no SentencePiece model") from None
+    except ValueError as error:  # the reserved ids, the vocabulary beside it
+        raise ValueError(f"{path} cannot be read as a tokenizer: {error}") from None

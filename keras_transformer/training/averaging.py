@@ -7,7 +7,11 @@ import numpy as np
 from keras_transformer._validation import check_positive_int
 from keras_transformer.training.atomic_files import save_weights_atomically
 from keras_transformer.training.epoch_weights import epoch_weight_files
-from keras_transformer.training.run_directory import RunDirectory, build_run_model
+from keras_transformer.training.run_directory import (
+    RunDirectory,
+    build_run_model,
+    load_weights_file,
+)
 
 
 def average_weights(model, paths):
@@ -40,10 +44,7 @@ def average_weights(model, paths):
             raise FileNotFoundError(f"Weight file not found: {path}")
     totals = None
     for path in paths:
-        try:
-            model.load_weights(path)
-        except ValueError as error:
-            raise ValueError(f"{path} does not match the model's architecture: {error}") from error
+        load_weights_file(model, path)
         values = model.get_weights()
         if totals is None:
             totals = [np.array(v, dtype=np.float64) for v in values]

@@ -12,9 +12,14 @@ def _read_history(path):
     if not os.path.exists(path):
         raise FileNotFoundError(f"No training history at {path}")
     rows = {}
-    with open(path, encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            rows[int(row["epoch"])] = row  # a resumed epoch replaces its first try
+    try:
+        with open(path, encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                # A resumed epoch replaces its first try.
+                rows[int(row["epoch"])] = {k: float(v) if v else None for k, v in row.items()}
+    except (ValueError, KeyError, TypeError, csv.Error) as error:  # a damaged file
+        problem = f"no {error} column" if isinstance(error, KeyError) else error
+        raise ValueError(f"{path} is not a training history of `train` ({problem})") from None
     if not rows:
         raise ValueError(f"The training history {path} is empty")
     return [rows[e] for e in sorted(rows)]
@@ -45,17 +50,18 @@ def plot_run(run_path, output_dir=None):
     ):
         for prefix, style in (("", "-o"), ("val_", "--s")):
             key = prefix + metric
-            if key in rows[0] and rows[0][key] != "":
+            if rows[0].get(key) is not None:
                 axis.plot(
                     epochs,
-                    [float(r[key]) for r in rows],
+                    [float("nan") if r.get(key) is None else r[key] for r in rows],
                     style,
                     label=("validation " if prefix else "training ") + label,
                 )
         axis.set_xlabel("epoch")
         axis.set_title(label)
         axis.grid(alpha=0.3)
-        axis.legend()
+        if axis.get_lines():
+            axis.legend()
     figure.tight_layout()
     curves = os.path.join(output_dir, "curves.png")
     figure.savefig(curves, dpi=100)

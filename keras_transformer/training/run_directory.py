@@ -65,8 +65,23 @@ class RunDirectory:
         write_json_atomically(path, values)
 
     def read_json(self, path):
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        """The JSON file at `path`; one that is not JSON (damaged) is
+        refused naming it."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        except ValueError as error:  # not JSON, or not UTF-8
+            raise ValueError(f"{path} is not a JSON file: {error}") from None
+
+
+def load_weights_file(model, path):
+    """`model.load_weights(path)`; a file that is not Keras weights (damaged)
+    or not of `model`'s architecture is refused naming it."""
+    try:
+        model.load_weights(path)
+    except (OSError, ValueError) as error:  # h5py's, or Keras' for the shapes
+        detail = " ".join(str(error).split())
+        raise ValueError(f"{path} cannot be loaded into the run's model: {detail}") from None
 
 
 # The settings a run's tokenizers are learned with, and those its model is
@@ -170,7 +185,7 @@ def load_run(path, weights="auto"):
         raise ValueError(f"`weights` must be one of {WEIGHTS}. Received: weights={weights!r}")
     run = RunDirectory(path)
     model = build_run_model(run)
-    model.load_weights(weights_path(run, weights))
+    load_weights_file(model, weights_path(run, weights))
     source = load_tokenizer(run.source_tokenizer)
     target = load_tokenizer(run.target_tokenizer)
     return model, source, target, run.read_json(run.config)

@@ -22,6 +22,7 @@ from keras_transformer.training.run_directory import (
     RunDirectory,
     build_run_model,
     check_run_reuse,
+    load_weights_file,
     weights_path,
 )
 
@@ -101,7 +102,7 @@ def _initial_model(config, source_vocab, target_vocab):
             f"`max_length` {config.max_length} is over the {model.max_length} positions "
             f"of the model of {start.path}"
         )
-    model.load_weights(weights_path(start))
+    load_weights_file(model, weights_path(start))
     return model
 
 

@@ -119,3 +119,39 @@ def test_a_fine_tuning_run_s_tokenizers_are_its_start_s(tmp_path):
     check_run_reuse(run, {**SETTINGS, "init_from": "runs/base", "vocab_size": 8000})
     with pytest.raises(FileExistsError, match="init_from 'runs/base', not 'runs/other'"):
         check_run_reuse(run, {**SETTINGS, "init_from": "runs/other"})
+
+
+@pytest.mark.parametrize(
+    "damaged, content, problem",
+    [
+        ("config.json", b"{bad", "config.json is not a JSON file: Expecting property name"),
+        ("model_config.json", b"\xff\xfe", "model_config.json is not a JSON file: 'utf-8' codec"),
+        ("final.weights.h5", b"junk", "final.weights.h5 cannot be loaded into the run's model: "
+                                      "Unable to synchronously open file"),
+        ("tokenizers/source.model", b"junk",
+         "source.model cannot be read as a tokenizer: no SentencePiece model"),
+    ],
+)  # fmt: skip
+def test_a_damaged_run_file_is_named(trained_run, tmp_path, damaged, content, problem):
+    import shutil
+
+    path = str(tmp_path / "run")
+    shutil.copytree(trained_run["run"], path)
+    with open(os.path.join(path, damaged), "wb") as f:
+        f.write(content)
+    with pytest.raises(ValueError) as caught:
+        load_run(path, weights="final")
+    assert str(caught.value).startswith(os.path.join(path, os.path.dirname(damaged)))
+    assert problem in str(caught.value)
+
+
+def test_weights_of_another_architecture_are_named(trained_run, tmp_path):
+    import shutil
+
+    path = str(tmp_path / "run")
+    shutil.copytree(trained_run["run"], path)
+    run = RunDirectory(path)
+    other = build_run_model(run, overrides={"dff": 2 * run.read_json(run.model_config)["dff"]})
+    other.save_weights(os.path.join(path, "final.weights.h5"))
+    with pytest.raises(ValueError, match="final.weights.h5 cannot be loaded into the run's model"):
+        load_run(path, weights="final")
