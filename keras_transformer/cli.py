@@ -213,6 +213,11 @@ def _evaluate(args):
     sources, references, stats = read_parallel_files(args.source, args.reference)
     if stats.empty_dropped:
         print(f"{stats.empty_dropped} pairs with an empty side skipped", file=sys.stderr)
+    if not sources:
+        raise ValueError(
+            f"Nothing to evaluate: every pair of {args.source} and {args.reference} "
+            "has an empty side"
+        )
     scores, hypotheses = evaluate(translator, sources, references, batch_size=args.batch_size)
     print(scores.describe())
     if args.json:

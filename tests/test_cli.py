@@ -197,6 +197,18 @@ def test_score_and_evaluate_name_a_bad_batch_size_or_uneven_files(
     assert line.endswith(message.format(source=source, target=target)), line
 
 
+def test_evaluate_with_no_pair_left_is_one_line(trained_run, tmp_path, capsys):
+    source, reference = tmp_path / "a.en", tmp_path / "a.de"
+    source.write_text("A dog.\n\n", encoding="utf-8")
+    reference.write_text("\nEine Katze.\n", encoding="utf-8")
+    argv = ["evaluate", "--run", trained_run["run"], "--source", str(source)]
+    assert cli.main([*argv, "--reference", str(reference)]) == 2
+    line, _ = _one_error_line(capsys, "evaluate")
+    assert line.endswith(
+        f"Nothing to evaluate: every pair of {source} and {reference} has an empty side"
+    )
+
+
 @pytest.mark.parametrize("kind", ["numpy", "tensorflow"])
 def test_out_of_memory_is_one_line(kind, monkeypatch, capsys):
     import numpy as np

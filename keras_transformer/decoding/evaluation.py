@@ -46,6 +46,8 @@ def score_translations(hypotheses, references):
             f"{len(hypotheses)} hypotheses but {len(references)} references: "
             "they must be aligned line by line"
         )
+    if not references:
+        raise ValueError("Nothing to score: no sentence and no reference")
     bleu = sacrebleu.metrics.BLEU()
     chrf = sacrebleu.metrics.CHRF()
     ter = sacrebleu.metrics.TER()

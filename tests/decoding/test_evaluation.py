@@ -40,6 +40,12 @@ def test_misaligned_lists_are_refused():
         score_translations(HYPOTHESES[:2], REFERENCES)
 
 
+def test_nothing_to_score_is_named():
+    # sacreBLEU's own error is an IndexError from inside it.
+    with pytest.raises(ValueError, match="^Nothing to score: no sentence and no reference$"):
+        score_translations([], [])
+
+
 class _EchoTranslator:
     """Returns each source unchanged and records how it was called."""
 
