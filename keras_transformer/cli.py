@@ -55,6 +55,9 @@ def _add_config_flags(parser, config_cls):
         if field.default_factory is not dataclasses.MISSING:
             default = field.default_factory()
         flags = ["--" + field.name.replace("_", "-"), *field.metadata.get("aliases", ())]
+        other = getattr(config_cls, "TF_SERVING_FLAGS", {}).get(field.name)
+        if other is not None and "--" + other not in flags:
+            flags.append("--" + other)
         help_text = _flag_help(docs.get(field.name, ""), field, default)
         # The annotation, not the default, gives the type: `int | None` -> int.
         kind = next((t for t in typing.get_args(field.type) if t is not type(None)), field.type)

@@ -1,5 +1,6 @@
 """The command line passes its flags through to the library unchanged."""
 
+import dataclasses
 import io
 import os
 
@@ -24,6 +25,32 @@ def test_serve_passes_the_version_policy_and_labels(monkeypatch, tmp_path):
     assert (options.tensorflow_intra_op_parallelism, options.tensorflow_inter_op_parallelism) == (
         0, 0,
     )  # fmt: skip
+
+
+def test_serve_takes_tf_serving_s_own_flags(monkeypatch, tmp_path):
+    """A `tensorflow_model_server` command line, as TF Serving's documents
+    write it, runs unchanged."""
+    calls = []
+    monkeypatch.setattr(serving_server, "serve_forever", calls.append)
+    argv = ["serve", "--port=8600", "--rest_api_port=8601", "--model_name=translator",
+            f"--model_base_path={tmp_path}", "--file_system_poll_wait_seconds=3",
+            "--tensorflow_intra_op_parallelism=1", "--tensorflow_inter_op_parallelism=2",
+            "--rest_api_num_threads=5", "--rest_api_timeout_in_ms=2000", "--grpc_max_threads=7",
+            "--grpc_channel_arguments=grpc.max_concurrent_streams=9"]  # fmt: skip
+    assert cli.main(argv) == 0
+    (options,) = calls
+    assert (options.port, options.rest_api_port, options.poll_seconds) == (8600, 8601, 3.0)
+    assert (options.model_name, options.model_base_path) == ("translator", str(tmp_path))
+    assert (options.tensorflow_intra_op_parallelism, options.tensorflow_inter_op_parallelism) == (
+        1, 2,
+    )  # fmt: skip
+    assert (options.rest_api_num_threads, options.rest_api_timeout_in_ms) == (5, 2000)
+    assert options.grpc_max_threads == 7
+    assert options.grpc_channel_arguments == "grpc.max_concurrent_streams=9"
+    from keras_transformer.serving.options import ServerOptions
+
+    fields = {f.name for f in dataclasses.fields(ServerOptions)}
+    assert set(ServerOptions.TF_SERVING_FLAGS) <= fields
 
 
 def test_serve_passes_the_thread_pools_and_limits(monkeypatch, tmp_path):

@@ -162,6 +162,18 @@ class ServerOptions:
     rest_api_timeout_in_ms: int = 30000
     xla_cache_dir: str | None = None
 
+    # `tensorflow_model_server`'s own flag of each setting that has one: the
+    # command line takes it too (`--model_base_path=/models/x`), so that a
+    # TF Serving command line runs unchanged but for the program's name.
+    TF_SERVING_FLAGS = {
+        name: name
+        for name in ("model_base_path", "model_name", "model_config_file",
+                     "model_config_file_poll_wait_seconds", "port", "rest_api_port",
+                     "tensorflow_intra_op_parallelism", "tensorflow_inter_op_parallelism",
+                     "grpc_max_threads", "grpc_channel_arguments", "rest_api_num_threads",
+                     "rest_api_timeout_in_ms")
+    } | {"poll_seconds": "file_system_poll_wait_seconds"}  # fmt: skip
+
     def __post_init__(self):
         for name in ("max_request_rows", "max_string_bytes", "max_request_bytes",
                      "max_batch_size", "rest_api_timeout_in_ms"):  # fmt: skip
