@@ -42,8 +42,9 @@ def check_positive_int(name, value):
 
 
 def check_positive_number(name, value):
-    """Raises a `ValueError` naming `name` unless `value` is an int or float > 0 (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+    """Raises a `ValueError` naming `name` unless `value` is a finite int or
+    float > 0 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < INF:
         raise ValueError(f"`{name}` must be a positive number. Received: {name}={value!r}")
 
 
@@ -92,6 +93,22 @@ def check_port(name, value):
     number: an int from 0 (any free port) to 65535 (not a bool)."""
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
         raise ValueError(f"`{name}` must be a port from 0 to 65535. Received: {name}={value!r}")
+
+
+def address_port(address, name):
+    """The port of a `HOST:PORT` address (`ray://` or not), or None if it
+    names none; a port past 65535 is refused naming `name`, where gRPC and
+    sockets would wrap it round to another port (99999 is 34463).
+
+    >>> address_port("127.0.0.1:8500", "--server"), address_port("auto", "--server")
+    (8500, None)
+    """
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    if int(port) > 65535:
+        raise ValueError(f"{name} {address}: a port is at most 65535")
+    return int(port)
 
 
 def check_nice_steps(name, value):

@@ -39,6 +39,7 @@ import itertools
 import json
 import socket
 
+from keras_transformer._validation import address_port
 from keras_transformer.corpus.model import CorpusModel, length_sorted_batches
 from keras_transformer.corpus.records import (
     ShardWriter,
@@ -209,11 +210,10 @@ def _check_answers(address, timeout=10.0):
     connection there: `ray.init` would retry it for about 12 minutes.
 
     `auto` and addresses without a port are left to Ray."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
+    port = address_port(address, "--ray-address")
+    if port is None:
         return
-    if int(port) > 65535:  # the socket would wrap it round to another port
-        raise ValueError(f"--ray-address {address}: a port is at most 65535")
+    host = address.removeprefix("ray://").rpartition(":")[0]
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as error:

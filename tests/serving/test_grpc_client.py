@@ -3,6 +3,7 @@ gRPC services: the requests it builds, the outputs it decodes, and the
 mistakes it refuses before anything is sent. (The real servers answer it
 in `test_server.py` and `test_end_to_end.py`.)"""
 
+import re
 import threading
 from concurrent import futures
 
@@ -136,11 +137,20 @@ def test_metadata_and_status(served):
     assert recorder.requests[1].model_spec.name == "translator"
 
 
-@pytest.mark.parametrize("timeout", [0, -1, True, "30"])
+@pytest.mark.parametrize("timeout", [0, -1, True, "30", float("inf"), float("nan")])
 def test_a_timeout_is_a_positive_number(timeout):
-    # gRPC fails a call of a deadline already past without sending it.
+    # gRPC fails a call of a deadline already past without sending it, and
+    # one of an infinite deadline too (DEADLINE_EXCEEDED at once).
     with pytest.raises(ValueError, match="`timeout` must be a positive number"):
         GrpcTranslationClient("127.0.0.1:8500", "translator", timeout=timeout)
+
+
+@pytest.mark.parametrize("server", ["127.0.0.1:65536", "localhost:99999", "[::1]:123456"])
+def test_a_port_past_65535_is_refused(server):
+    # gRPC would wrap it round: 99999 dials port 34463.
+    with pytest.raises(ValueError, match=f"^server {re.escape(server)}: a port is at most 65535$"):
+        GrpcTranslationClient(server, "translator")
+    GrpcTranslationClient(server.rpartition(":")[0] + ":65535", "translator").close()
 
 
 def test_a_call_past_its_timeout_fails_with_deadline_exceeded(served):
