@@ -100,5 +100,6 @@ def test_score_command_writes_one_score_a_line(export_base, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert err.strip().splitlines() == [
-        "keras-transformer score: error: One target a source: received 3 sources and 1 targets"
+        "keras-transformer score: error: Parallel files must have the same number of lines: "
+        f"{sources} has 3, {targets} has 1"
     ]
