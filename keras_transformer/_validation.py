@@ -88,6 +88,13 @@ def _is_number(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def check_rate(name, value):
+    """Raises a `ValueError` naming `name` unless `value` is a dropout rate:
+    a number from 0 to below 1 (not a bool)."""
+    if not _is_number(value) or not 0.0 <= value < 1.0:
+        raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value!r}")
+
+
 def check_port(name, value):
     """Raises a `ValueError` naming `name` unless `value` is a TCP port
     number: an int from 0 (any free port) to 65535 (not a bool)."""

@@ -3,7 +3,7 @@ residual wiring; and what the stacks share: the loop that builds them."""
 
 import keras
 
-from keras_transformer._validation import check_positive_int
+from keras_transformer._validation import check_positive_int, check_rate
 from keras_transformer.layers import activations
 from keras_transformer.layers._initializers import clone_initializer
 from keras_transformer.layers.attention import MultiHeadAttention
@@ -21,8 +21,7 @@ def validate_block_args(d_model, num_heads, dff, dropout):
             "`d_model` must be divisible by `num_heads`. Received: "
             f"d_model={d_model}, num_heads={num_heads}"
         )
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
+    check_rate("dropout", dropout)
 
 
 def check_input_depth(layer, input_shape):

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer._validation import check_positive_int
+from keras_transformer._validation import check_positive_int, check_rate
 from keras_transformer.layers import masking
 from keras_transformer.layers._initializers import clone_initializer
 
@@ -218,8 +218,7 @@ class MultiHeadAttention(keras.layers.Layer):
         check_positive_int("key_dim", key_dim)
         if value_dim is not None:
             check_positive_int("value_dim", value_dim)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
+        check_rate("dropout", dropout)
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim if value_dim is not None else key_dim

@@ -1,13 +1,12 @@
 """The encoder-decoder Transformer of "Attention Is All You Need"."""
 
 import inspect
-import numbers
 
 import keras
 from keras import ops
 
 from keras_transformer import _renames
-from keras_transformer._validation import check_positive_int, shown_names
+from keras_transformer._validation import check_positive_int, check_rate, shown_names
 from keras_transformer.layers import Decoder, Encoder, PositionalEmbedding, _rows, activations
 from keras_transformer.layers.decoder_block import CACHE_RENAMES
 from keras_transformer.models.presets import preset_config
@@ -142,11 +141,10 @@ class Transformer(keras.Model):
         dropout = _renames.resolve("dropout", dropout, 0.1, renamed)
         attention_dropout = _renames.resolve("attention_dropout", attention_dropout, None, renamed)
         check_vocab_sizes(source_vocab_size, target_vocab_size)
-        for name, value in (("dropout", dropout), ("attention_dropout", attention_dropout)):
-            if value is not None and not (
-                isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value < 1
-            ):
-                raise ValueError(f"`{name}` must be a rate from 0 to below 1. Received: {value!r}")
+        # The embeddings' dropout is built here, before the blocks check theirs.
+        check_rate("dropout", dropout)
+        if attention_dropout is not None:
+            check_rate("attention_dropout", attention_dropout)
         for name, value in (
             ("num_decoder_layers", num_decoder_layers),
             ("decoder_num_heads", decoder_num_heads),

@@ -468,10 +468,10 @@ def test_learns_to_copy_sequences():
     "overrides, match",
     [
         ({"bogus": 1, "d_model": 64}, r"argument\(s\) \['bogus'\]; its arguments: activation, "),
-        ({"dropout": 1.5}, "`dropout` must be a rate from 0 to below 1. Received: 1.5"),
-        ({"dropout_rate": 1.0}, "`dropout` must be a rate from 0 to below 1. Received: 1.0"),
-        ({"attention_dropout": -0.1}, "`attention_dropout` must be a rate from 0 to below 1"),
-        ({"dropout": True}, "`dropout` must be a rate"),
+        ({"dropout": 1.5}, r"`dropout` must be in \[0, 1\). Received: dropout=1.5"),
+        ({"dropout_rate": 1.0}, r"`dropout` must be in \[0, 1\). Received: dropout=1.0"),
+        ({"attention_dropout": -0.1}, r"`attention_dropout` must be in \[0, 1\)"),
+        ({"dropout": True}, r"`dropout` must be in \[0, 1\)"),
     ],
 )  # fmt: skip
 def test_overrides_that_are_no_argument_or_no_rate_are_named(overrides, match):
