@@ -53,6 +53,30 @@ def test_serve_takes_tf_serving_s_own_flags(monkeypatch, tmp_path):
     assert set(ServerOptions.TF_SERVING_FLAGS) <= fields
 
 
+@pytest.mark.parametrize("name, served", [(None, "default"), ("", None), ("m", "m")])
+def test_serve_names_the_model_as_tf_serving(monkeypatch, tmp_path, capsys, name, served):
+    """`--model_name` is TF Serving's `default` unless given; empty, no
+    request could name the model."""
+    from keras_transformer.serving import server
+
+    seen = []
+    monkeypatch.setattr(server, "_one_model", lambda base, model, *rest: seen.append(model))
+
+    def serve_forever(options):
+        server._entries(options)
+        return None  # not started: `serve` returns (a drained server exits the process)
+
+    monkeypatch.setattr(serving_server, "serve_forever", serve_forever)
+    argv = ["serve", f"--model_base_path={tmp_path}"]
+    argv += [] if name is None else [f"--model_name={name}"]
+    if served is None:
+        assert cli.main(argv) == 2
+        line, _ = _one_error_line(capsys, "serve")
+        assert line.endswith("--model-name must not be empty: requests name the model")
+    else:
+        assert cli.main(argv) == 0 and seen == [served]
+
+
 def test_serve_passes_the_thread_pools_and_limits(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(serving_server, "serve_forever", calls.append)

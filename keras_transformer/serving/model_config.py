@@ -57,8 +57,12 @@ def read_model_config(path):
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: model config file not found")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text (byte {error.object[error.start]:#04x} "
+                         f"at offset {error.start})") from None  # fmt: skip
     config = model_server_config_pb2.ModelServerConfig()
     try:
         text_format.Parse(text, config)

@@ -56,8 +56,8 @@ class ServerOptions:
     Attributes:
         model_base_path: folder of the model's version folders (required
             without model_config_file).
-        model_name: the name requests use for the model (required without
-            model_config_file).
+        model_name: the name requests use for the model, without
+            model_config_file. None: `default`, as TF Serving's.
         model_config_file: a model_config_list (TF Serving's text format)
             of the models to serve, instead of model_base_path and
             model_name. A changed file is applied whole or not at all.

@@ -419,11 +419,14 @@ def _entries(options):
         if options.model_base_path is not None:
             raise ValueError("Give --model-config-file or --model-base-path, not both")
         return read_model_config(options.model_config_file)
-    if options.model_base_path is None or options.model_name is None:
-        raise ValueError("Give --model-base-path and --model-name, or --model-config-file")
+    if options.model_base_path is None:
+        raise ValueError("Give --model-base-path (and --model-name), or --model-config-file")
+    # TF Serving's default name.
+    name = "default" if options.model_name is None else options.model_name
+    if not name:
+        raise ValueError("--model-name must not be empty: requests name the model")
     labels = parse_version_labels(options.version_label)
-    return [_one_model(options.model_base_path, options.model_name, options.version_policy,
-                       labels)]  # fmt: skip
+    return [_one_model(options.model_base_path, name, options.version_policy, labels)]
 
 
 def start(options=None, entries=None, **legacy):

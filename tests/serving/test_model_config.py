@@ -77,6 +77,15 @@ def test_a_bad_config_is_refused_naming_the_file(tmp_path, text, message):
     assert str(caught.value).startswith(path)
 
 
+def test_a_file_that_is_not_utf8_is_named(tmp_path):
+    path = str(tmp_path / "models.config")
+    with open(path, "wb") as f:
+        f.write("model_config_list { config { name: 'Gr\xfc\xdfe' } }".encode("latin-1"))
+    with pytest.raises(ValueError) as caught:
+        read_model_config(path)
+    assert str(caught.value) == f"{path}: not UTF-8 text (byte 0xfc at offset 38)"
+
+
 def test_a_missing_file_is_named(tmp_path):
     path = str(tmp_path / "absent.config")
     with pytest.raises(FileNotFoundError, match="absent.config"):
