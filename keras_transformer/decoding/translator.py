@@ -297,8 +297,8 @@ class Translator(tf.Module):
         # has a hypothesis a token), only memory: 100,000 beams of a tiny
         # model took 24 GB and failed.
         check_positive_int("beam_size", beam_size)
-        vocab = int(self.model.target_vocab_size)
-        if beam_size > vocab:
+        vocab = getattr(self.model, "target_vocab_size", None)
+        if vocab is not None and beam_size > vocab:
             raise ValueError(
                 f"`beam_size` must be at most the target vocabulary's size, {vocab}. "
                 f"Received: beam_size={beam_size}"
