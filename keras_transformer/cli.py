@@ -9,6 +9,8 @@ import sys
 import traceback
 import typing
 
+from keras_transformer._validation import shown
+
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -18,6 +20,22 @@ def int32(text):
     if not -(2**31) <= value < 2**31:
         raise argparse.ArgumentTypeError(f"{text} is outside the 32-bit integer range")
     return value
+
+
+def json_value(text):
+    """A dict flag's value: JSON text, or the path of a JSON file."""
+    if os.path.isfile(text):
+        try:
+            with open(text, encoding="utf-8") as f:
+                return json.load(f)
+        except ValueError as error:  # not JSON, or not UTF-8
+            raise argparse.ArgumentTypeError(f"{text} is not a JSON file: {error}") from None
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            f"{shown(text)} is neither JSON ({error}) nor a JSON file"
+        ) from None
 
 
 def _flag_help(doc, field, default):
@@ -63,7 +81,8 @@ def _add_config_flags(parser, config_cls):
         kind = next((t for t in typing.get_args(field.type) if t is not type(None)), field.type)
         choices = field.metadata.get("choices")
         if kind is dict:
-            extra = dict(type=json.loads, metavar="JSON")
+            extra = dict(type=json_value, metavar="JSON")
+            help_text += " JSON text, or a JSON file's path."
         elif kind is list and field.metadata.get("repeatable"):
             extra = dict(action="append", metavar=field.metadata.get("metavar"))
             help_text = help_text.replace("Default: [].", "Default: none.")

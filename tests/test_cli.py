@@ -282,6 +282,31 @@ def test_out_of_memory_is_one_line(kind, monkeypatch, capsys):
     assert expected in err[0] and err[0].endswith(("float64", "shape[400000,64,32]"))
 
 
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ('{"d_model": [64, 128]}', {"d_model": [64, 128]}),
+        ("FILE", {"num_layers": [1, 2]}),
+        ('{"d_model": 64', "is neither JSON (Expecting ',' delimiter"),
+        ("BAD_FILE", "is not a JSON file: Expecting property name"),
+        ("/nonexistent.json", "'/nonexistent.json' is neither JSON"),
+    ],
+)
+def test_a_dict_flag_takes_json_or_a_json_file(tmp_path, capsys, value, expected):
+    (tmp_path / "space.json").write_text('{"num_layers": [1, 2]}', encoding="utf-8")
+    (tmp_path / "bad.json").write_text("{bad", encoding="utf-8")
+    value = value.replace("BAD_FILE", str(tmp_path / "bad.json"))
+    value = value.replace("FILE", str(tmp_path / "space.json"))
+    argv = ["tune", "--dataset", "synthetic", "--space", value]
+    if isinstance(expected, dict):
+        assert cli.parse_command_line(argv).space == expected
+        return
+    with pytest.raises(SystemExit):
+        cli.parse_command_line(argv)
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("keras-transformer tune: error: argument --space: ") and expected in last
+
+
 def test_model_overrides_that_are_not_an_object_are_one_line(capsys):
     argv = ["train", "--dataset", "synthetic", "--model-overrides", "[1, 2]"]
     assert cli.main(argv) == 2
