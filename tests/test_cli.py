@@ -478,7 +478,7 @@ def test_tune_without_its_required_keys_is_one_line(capsys):
         (["--format", "ctranslate2", "--jit-compile"], "--jit-compile applies to --format"),
         (["--batch-sizes", "1,0"], "expected positive ints"),
         (["--batch-sizes", "8"], "are the shapes of `jit_compile=True` (--jit-compile) only"),
-        (["--beam-size", "0"], "`beam_size` must be at least 1"),
+        (["--beam-size", "0"], "`beam_size` must be a positive int"),
     ],
 )
 def test_export_names_flags_that_do_not_go_together(tmp_path, capsys, flags, message):

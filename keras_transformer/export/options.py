@@ -10,7 +10,12 @@ can describe itself without loading them.
 import dataclasses
 
 from keras_transformer._renames import rename_keys
-from keras_transformer._validation import check_alpha, check_sampling, options_from_dict
+from keras_transformer._validation import (
+    check_alpha,
+    check_positive_int,
+    check_sampling,
+    options_from_dict,
+)
 from keras_transformer._version_folders import check_version_number
 
 FORMATS = ("savedmodel", "ctranslate2", "huggingface")
@@ -125,8 +130,8 @@ class ExportOptions:
         if self.version is not None:
             check_version_number(self.version)
         for name in ("beam_size", "max_output_length"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"`{name}` must be at least 1. Received: {getattr(self, name)}")
+            if getattr(self, name) is not None:
+                check_positive_int(name, getattr(self, name))
         if self.length_penalty not in (None, *PENALTIES):
             raise ValueError(
                 f"`length_penalty` must be one of {PENALTIES}. Received: {self.length_penalty!r}"

@@ -190,14 +190,22 @@ def read_config_file(path):
     """Reads a YAML or JSON file of `TrainConfig` keys into a dict."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"Config file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    if path.endswith((".yaml", ".yml")):
-        yaml = require("yaml")
-
-        values = yaml.safe_load(text) or {}
-    else:
-        values = json.loads(text)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if path.endswith((".yaml", ".yml")):
+            yaml = require("yaml")
+            try:
+                values = yaml.safe_load(text) or {}
+            except yaml.YAMLError as error:  # its message marks the place over lines
+                mark = getattr(error, "problem_mark", None)
+                where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+                problem = getattr(error, "problem", None) or " ".join(str(error).split())
+                raise ValueError(f"not YAML: {problem}{where}") from None
+        else:
+            values = json.loads(text)
+    except ValueError as error:  # not UTF-8, YAML or JSON
+        raise ValueError(f"Config file {path} cannot be read: {error}") from None
     if not isinstance(values, dict):
         raise ValueError(f"Config file {path} must hold a mapping of keys to values")
     return {k.replace("-", "_"): v for k, v in values.items()}

@@ -67,6 +67,9 @@ def test_batch_sizes_read_as_the_command_line_gives_them(text, expected):
         # Past int64, TF Serving reads no version from the folder's name.
         ({"version": 2**63}, r"`version` must be a positive int of at most 2\*\*63 - 1"),
         ({"beam_size": 0}, "beam_size"),
+        # A config file's 2.5 was read as 2 beams.
+        ({"beam_size": 2.5}, "`beam_size` must be a positive int. Received: beam_size=2.5"),
+        ({"max_output_length": 16.0}, "`max_output_length` must be a positive int"),
         ({"max_output_length": 0}, "max_output_length"),
         ({"alpha": -1.0}, "alpha"),
         ({"alpha": float("inf")}, "`alpha` must be a finite number >= 0"),

@@ -90,3 +90,22 @@ def test_bad_config_files(tmp_path):
     listed.write_text("[1, 2]")
     with pytest.raises(ValueError, match="must hold a mapping"):
         read_config_file(str(listed))
+
+
+@pytest.mark.parametrize(
+    "name, content, problem",
+    [
+        ("run.yaml", b"epochs: [1\n", "not YAML: expected ',' or ']', but got '<stream end>' "
+                                      "at line 2, column 1"),
+        ("run.json", b'{"epochs": ', "Expecting value: line 1 column 12 (char 11)"),
+        ("run.yaml", b"epochs: 2\n\xff\n", "'utf-8' codec can't decode byte 0xff"),
+    ],
+)  # fmt: skip
+def test_a_config_file_that_cannot_be_read_is_named_in_one_line(tmp_path, name, content, problem):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as caught:
+        read_config_file(str(path))
+    message = str(caught.value)
+    assert message.startswith(f"Config file {path} cannot be read: ") and problem in message
+    assert "\n" not in message
