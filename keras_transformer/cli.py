@@ -318,6 +318,7 @@ def _translate(args):
         signature=args.signature,
         version=args.version,
         plot_attention=args.plot_attention,
+        batch_size=args.batch_size,
     )
     for line in results:
         print(line)
@@ -507,6 +508,12 @@ def _translate_parser(sub):
     p.add_argument(
         "--plot-attention",
         help="also write a PNG of the first sentence's cross-attention here (default: none)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        help="sentences translated together (default: %(default)s)",
     )
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: stdin)")
     p.set_defaults(run_command=_translate)

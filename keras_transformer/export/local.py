@@ -25,22 +25,32 @@ def resolve_version_dir(model_path, version=None):
 
 
 def translate_with_savedmodel(
-    model_path, sentences, signature="serving_default", version=None, plot_attention=None
-):
-    """Translates `sentences` with an export; returns printable lines."""
+    model_path, sentences, signature="serving_default", version=None, plot_attention=None,
+    batch_size=64,
+):  # fmt: skip
+    """Translates `sentences` with an export, `batch_size` at a time (a
+    file of any length runs in the memory of one batch); returns printable
+    lines, in order."""
+    check_positive_int("batch_size", batch_size)
     model = SessionModel(resolve_version_dir(model_path, version))
+    lines = []
     try:
-        text = np.array([s.encode("utf-8") for s in sentences], dtype=object)
-        outputs = model.run(signature, {"text": text})
-        if plot_attention:
+        for begin in range(0, len(sentences), batch_size):
+            chunk = sentences[begin : begin + batch_size]
+            text = np.array([s.encode("utf-8") for s in chunk], dtype=object)
+            outputs = model.run(signature, {"text": text})
+            if "translations" in outputs:
+                lines += [" ||| ".join(t.decode("utf-8") for t in row)
+                          for row in outputs["translations"]]  # fmt: skip
+            else:
+                lines += [t.decode("utf-8") for t in outputs["translation"]]
+        if plot_attention and sentences:
             from keras_transformer.export.attention_plot import plot_cross_attention
 
             plot_cross_attention(model, sentences[0], plot_attention)
     finally:
         model.close()
-    if "translations" in outputs:
-        return [" ||| ".join(t.decode("utf-8") for t in row) for row in outputs["translations"]]
-    return [t.decode("utf-8") for t in outputs["translation"]]
+    return lines
 
 
 def score_with_savedmodel(model_path, sources, targets, version=None, batch_size=64):
