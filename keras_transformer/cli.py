@@ -9,7 +9,7 @@ import sys
 import traceback
 import typing
 
-from keras_transformer._validation import shown
+from keras_transformer._validation import check_positive_int, shown
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -355,21 +355,29 @@ def _client(args):
 
     from keras_transformer.serving.grpc_client import GrpcTranslationClient
 
+    check_positive_int("batch_size", args.batch_size)
     sentences = args.sentences or _stdin_sentences()
+    key = "translations" if args.signature == "translate_nbest" else "translation"
+    version, label = args.version, args.version_label
     try:
         with GrpcTranslationClient(args.server, args.model, timeout=args.timeout) as client:
-            outputs = client.translate(
-                sentences,
-                signature=args.signature,
-                version=args.version,
-                version_label=args.version_label,
-            )
+            # A request a batch, as a server takes them (its --max-request-rows).
+            for begin in range(0, len(sentences), args.batch_size):
+                outputs = client.translate(
+                    sentences[begin : begin + args.batch_size],
+                    signature=args.signature,
+                    version=version,
+                    version_label=label,
+                )
+                if version is None and label is None:
+                    # The rest from the version that answered the first:
+                    # one model for the whole input, whatever loads meanwhile.
+                    version = outputs.get("version")
+                for row in outputs[key]:
+                    print(row if isinstance(row, str) else " ||| ".join(row))
     except grpc.RpcError as error:  # the server's or the channel's status says it all
         details = " ".join(str(error.details()).split())
         raise _Failed(f"{args.server}: {error.code().name}: {details}") from None
-    key = "translations" if args.signature == "translate_nbest" else "translation"
-    for row in outputs[key]:
-        print(row if isinstance(row, str) else " ||| ".join(row))
 
 
 def _tune(args):
@@ -542,7 +550,14 @@ def _client_parser(sub):
         "--version-label", help="a version label, e.g. stable (default: the server's)"
     )
     p.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds for the request (default: %(default)s)"
+        "--timeout", type=float, default=30.0, help="seconds for a request (default: %(default)s)"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        help="sentences a request; all from the version that answers the first "
+        "(default: %(default)s)",
     )
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: stdin)")
     p.set_defaults(run_command=_client)

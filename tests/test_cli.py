@@ -329,7 +329,7 @@ class _Client:
 
     def translate(self, sentences, **kwargs):
         self.calls.append(kwargs)
-        return {"translation": [s.upper() for s in sentences]}
+        return {"translation": [s.upper() for s in sentences], "version": 7}
 
 
 @pytest.mark.parametrize(
@@ -348,6 +348,19 @@ def test_client_names_a_version_or_a_label(monkeypatch, capsys, flags, version, 
     assert _Client.calls == [
         {"signature": "serving_default", "version": version, "version_label": label}
     ]
+
+
+@pytest.mark.parametrize("flags, pinned", [([], 7), (["--version-label", "canary"], None)])
+def test_client_sends_a_request_a_batch_all_to_one_version(monkeypatch, capsys, flags, pinned):
+    monkeypatch.setattr(grpc_client, "GrpcTranslationClient", _Client)
+    _Client.calls.clear()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"a\nb\n\nd\ne\n")))
+    assert cli.main(["client", "--batch-size", "2", *flags]) == 0
+    assert capsys.readouterr().out == "A\nB\n\nD\nE\n"
+    # The version that answered the first request answers the rest, unless a
+    # version or a label was asked for.
+    assert [call["version"] for call in _Client.calls] == [None, pinned, pinned]
+    assert cli.main(["client", "--batch-size", "0", "x"]) == 2
 
 
 def test_client_refuses_a_version_and_a_label():
