@@ -53,9 +53,10 @@ class RunDirectory:
     def is_finished(self):
         """Whether a training run ended here: its final weights written and
         its backup removed (a run killed between the two resumes)."""
-        return os.path.exists(self.final_weights) and not self._has_backup()
+        return os.path.exists(self.final_weights) and not self.has_backup()
 
-    def _has_backup(self):
+    def has_backup(self):
+        """Whether a backup to resume from is here (a run was killed)."""
         return os.path.isdir(self.backup) and bool(os.listdir(self.backup))
 
     def has_tokenizers(self):
@@ -86,7 +87,10 @@ def load_weights_file(model, path):
 
 # The settings a run's tokenizers are learned with, and those its model is
 # built with: a run directory is trained into again only with the same.
-TOKENIZER_SETTINGS = ("init_from", "vocab_size", "joint_vocabulary", "tokenizer_sample")
+# With `init_from` the tokenizers are the start's (copied in), whatever
+# the vocabulary settings say.
+VOCABULARY_SETTINGS = ("vocab_size", "joint_vocabulary", "tokenizer_sample")
+TOKENIZER_SETTINGS = ("init_from", *VOCABULARY_SETTINGS)
 MODEL_SETTINGS = ("preset", "model_overrides", "max_length")
 
 
@@ -102,7 +106,7 @@ def check_run_reuse(run, settings):
             weights and history a new run would overwrite or mix with its
             own), or tokenizers or a backup of other settings (named).
     """
-    resuming = run._has_backup()
+    resuming = run.has_backup()
     if run.is_finished():
         raise FileExistsError(
             f"{run.path} holds a finished run ({os.path.basename(run.final_weights)}): give "
@@ -113,8 +117,7 @@ def check_run_reuse(run, settings):
     before = run.read_json(run.config)
     keys = TOKENIZER_SETTINGS + (MODEL_SETTINGS if resuming else ())
     if before.get("init_from") is not None and before.get("init_from") == settings.get("init_from"):
-        # The tokenizers are the start's (copied in), whatever these say.
-        keys = tuple(k for k in keys if k not in TOKENIZER_SETTINGS[1:])
+        keys = tuple(k for k in keys if k not in VOCABULARY_SETTINGS)
     changed = [
         f"{key} {before[key]!r}, not {settings.get(key)!r}"
         for key in keys
