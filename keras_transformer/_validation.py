@@ -102,20 +102,20 @@ def check_port(name, value):
         raise ValueError(f"`{name}` must be a port from 0 to 65535. Received: {name}={value!r}")
 
 
-def address_port(address, name):
-    """The port of a `HOST:PORT` address (`ray://` or not), or None if it
-    names none; a port past 65535 is refused naming `name`, where gRPC and
-    sockets would wrap it round to another port (99999 is 34463).
+def split_address(address, name):
+    """`(host, port)` of a `HOST:PORT` address (`ray://` or not), or None if
+    it names no port; a port past 65535 is refused naming `name`, where
+    gRPC and sockets would wrap it round to another port (99999 is 34463).
 
-    >>> address_port("127.0.0.1:8500", "--server"), address_port("auto", "--server")
-    (8500, None)
+    >>> split_address("127.0.0.1:8500", "--server"), split_address("auto", "--server")
+    (('127.0.0.1', 8500), None)
     """
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         return None
     if int(port) > 65535:
         raise ValueError(f"{name} {address}: a port is at most 65535")
-    return int(port)
+    return host, int(port)
 
 
 def check_nice_steps(name, value):

@@ -39,7 +39,7 @@ import itertools
 import json
 import socket
 
-from keras_transformer._validation import address_port
+from keras_transformer._validation import split_address
 from keras_transformer.corpus.model import CorpusModel, length_sorted_batches
 from keras_transformer.corpus.records import (
     ShardWriter,
@@ -210,12 +210,12 @@ def _check_answers(address, timeout=10.0):
     connection there: `ray.init` would retry it for about 12 minutes.
 
     `auto` and addresses without a port are left to Ray."""
-    port = address_port(address, "--ray-address")
-    if port is None:
+    parts = split_address(address, "--ray-address")
+    if parts is None:
         return
-    host = address.removeprefix("ray://").rpartition(":")[0]
+    host, port = parts
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        socket.create_connection((host.strip("[]"), port), timeout=timeout).close()
     except OSError as error:
         reason = error.strerror or str(error) or type(error).__name__
         raise ConnectionError(

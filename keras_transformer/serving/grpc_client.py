@@ -27,7 +27,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
-from keras_transformer._validation import address_port, check_positive_number
+from keras_transformer._validation import check_positive_number, split_address
 
 
 def _decode(array):
@@ -52,7 +52,7 @@ class GrpcTranslationClient:
     def __init__(self, server, model, timeout=30.0):
         if timeout is not None:
             check_positive_number("timeout", timeout)  # gRPC fails 0 and less at once
-        address_port(server, "server")
+        split_address(server, "server")  # refuses a port gRPC would wrap round
         self.server = server
         self.model = model
         self.timeout = timeout
