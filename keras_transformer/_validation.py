@@ -56,10 +56,11 @@ def check_non_negative_int(name, value):
 
 def check_alpha(alpha):
     """Raises a `ValueError` unless `alpha`, the length penalty's
-    exponent, is a finite number >= 0 (an infinite one makes every score
-    0 or infinite)."""
-    if not _is_number(alpha) or not 0 <= alpha < INF:
-        raise ValueError(f"`alpha` must be a finite number >= 0. Received: alpha={alpha!r}")
+    exponent, is a finite number (an infinite one makes every score 0 or
+    infinite). A negative one favours short translations, as
+    `generate()`'s negative `length_penalty` does."""
+    if not _is_number(alpha) or not -INF < alpha < INF:
+        raise ValueError(f"`alpha` must be a finite number. Received: alpha={alpha!r}")
 
 
 def check_sampling(temperature, top_k, top_p, names=("temperature", "top_k", "top_p")):

@@ -408,7 +408,8 @@ def _add_decoding_flags(p):
     p.add_argument(
         "--alpha",
         type=float,
-        help="length-penalty exponent; 0 for none (default: the run's, else 0.6)",
+        help="length-penalty exponent; 0 for none, negative to favour short translations "
+        "(default: the run's, else 0.6)",
     )
     p.add_argument(
         "--length-penalty",

@@ -105,7 +105,8 @@ def beam_search(
         beam_size: hypotheses kept per row.
         max_length: most tokens generated per hypothesis.
         end_id: the end token.
-        alpha: length-penalty exponent (0 scores by raw log-probability).
+        alpha: length-penalty exponent (0 scores by raw log-probability;
+            a negative one favours short hypotheses).
         grow_state: optional `grow_state(state, length) -> state`, for a
             state of caches indexed by position (whose length the step
             reads from their shapes): the search then runs its first 16
@@ -181,10 +182,12 @@ def beam_search(
     )
 
     def rows_done(alive_log_probs, finished_scores, finished_flags, generated):
-        # GNMT's penalty grows with the length: the bound at `max_length`
-        # is exact. The power form follows generate()'s heuristic, which
-        # scores the best alive hypothesis at the current length.
-        if length_penalty == "power":
+        # With alpha >= 0, GNMT's penalty grows with the length: the bound
+        # at `max_length` is exact. With alpha < 0 every penalty shrinks as
+        # the log-probability falls, so the current length's is exact. The
+        # power form follows generate()'s heuristic, which scores the best
+        # alive hypothesis at the current length whatever alpha's sign.
+        if length_penalty == "power" or alpha < 0:
             penalty = _common.length_penalty(generated, alpha, length_penalty)
         else:
             penalty = max_penalty

@@ -57,7 +57,8 @@ class ExportOptions:
             (needs the [huggingface] extra).
         beam_size: beams of the beam search; 1 decodes greedily. None: the
             run's generation settings (an imported checkpoint's), else 4.
-        alpha: length-penalty exponent of the beam search; 0 for none.
+        alpha: length-penalty exponent of the beam search; 0 for none,
+            negative to favour short translations.
             None: the run's, else 0.6.
         length_penalty: the penalty's form: gnmt, ((5 + length) / 6) **
             alpha; power, length ** alpha, as transformers' generate().

@@ -74,9 +74,14 @@ def check_number(source, name, value, most=float("inf"), kind=int, least=1):
     if (number is None or not math.isfinite(number) or not least <= value <= most
             or (kind is int and not number.is_integer())):  # fmt: skip
         kind_name = "an integer" if kind is int else "a number"
-        bounds = f">= {least}" if most == float("inf") else f"in [{least}, {most}]"
+        if least == -float("inf") and most == float("inf"):
+            kind_name, bounds = f"a finite {kind_name.split()[-1]}", ""
+        elif most == float("inf"):
+            bounds = f" >= {least}"
+        else:
+            bounds = f" in [{least}, {most}]"
         raise ValueError(
-            f"{source}: {name} must be {kind_name} {bounds}. Received: {shown(value, most=40)}"
+            f"{source}: {name} must be {kind_name}{bounds}. Received: {shown(value, most=40)}"
         )
     return kind(value)
 

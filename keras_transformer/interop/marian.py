@@ -389,9 +389,8 @@ def _generation(spec, config, folder):
     forced = settings.get("forced_eos_token_id", spec.eos_id if spec.forced_eos else None)
     generation = {
         "beam_size": number("num_beams", 1, most=MAX_BEAMS),
-        # A negative exponent (favouring short translations) is not one the
-        # searches' stopping rule takes.
-        "alpha": number("length_penalty", 1.0, kind=float, least=0.0),
+        # A negative exponent favours short translations, as in generate().
+        "alpha": number("length_penalty", 1.0, kind=float, least=-float("inf")),
         "length_penalty": "power",
         "max_output_length": max(1, min(max_length, spec.max_positions) - 1),
         "forced_end": forced == spec.eos_id,

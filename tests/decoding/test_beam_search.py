@@ -24,7 +24,9 @@ def _search(table, beam_size, alpha, max_length, **options):
     )
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.2])
+# A negative alpha favours short hypotheses: the stopping bound is then
+# the current length's penalty, not the longest's.
+@pytest.mark.parametrize("alpha", [-0.8, 0.0, 0.6, 1.2])
 @pytest.mark.parametrize("seed", range(4))
 def test_wide_beam_matches_brute_force(alpha, seed):
     rng = np.random.default_rng(seed)
@@ -48,7 +50,7 @@ def test_wide_beam_matches_brute_force(alpha, seed):
         dict(length_penalty="power", banned_id=0, forced_end=True, renormalize=True),
     ],
 )
-@pytest.mark.parametrize("alpha", [0.0, 1.0])
+@pytest.mark.parametrize("alpha", [-1.0, 0.0, 1.0])
 @pytest.mark.parametrize("seed", range(3))
 def test_penalty_forms_and_rules_match_brute_force(options, alpha, seed):
     rng = np.random.default_rng(seed)
@@ -83,6 +85,28 @@ def test_power_penalty_stops_as_generate_does():
     log_p = table[0, 0, START] - np.log(np.exp(table[0, 0, START]).sum())
     assert scores[0, 0].numpy() == pytest.approx(log_p[END], abs=1e-5)
     assert log_p[4] / 2**3.0 > log_p[END]  # the longer one would have won
+
+
+def test_a_negative_alpha_searches_on_while_a_longer_hypothesis_can_win():
+    # With alpha < 0, GNMT's penalty shrinks as hypotheses grow. After two
+    # steps [END] and [4, END] have finished and [4, 6] is alive; ended next,
+    # [4, 6, END] beats both. A bound taken at the longest length (10) says
+    # it cannot, and would stop there.
+    alpha, max_length = -3.0, 10
+    table = np.full((1, max_length, 8, 8), -30.0)
+    table[0, 0, START, [4, END, 5]] = np.log([0.8, 0.15, 0.05])
+    table[0, 1, 4, [6, END]] = np.log([0.7, 0.3])
+    table[0, 2, 6, END] = 0.0
+    sequences, scores = _search(table, 2, alpha, max_length)
+    log_p = table[0] - np.log(np.exp(table[0]).sum(-1, keepdims=True))
+    best = log_p[0, START, 4] + log_p[1, 4, 6] + log_p[2, 6, END]
+    penalty = ((5 + np.arange(max_length + 1)) / 6) ** alpha
+    assert list(sequences[0, 0].numpy()) == [4, 6, END] + [0] * 7
+    assert scores[0, 0].numpy() == pytest.approx(best / penalty[3], abs=1e-4)
+    # What the bound at the longest length compared after two steps:
+    worst_finished = (log_p[0, START, 4] + log_p[1, 4, END]) / penalty[2]
+    alive = log_p[0, START, 4] + log_p[1, 4, 6]
+    assert worst_finished >= alive / penalty[max_length] and best / penalty[3] > worst_finished
 
 
 def test_unknown_penalty_form():
@@ -261,7 +285,8 @@ def test_whole_search_is_one_graph():
         (dict(beam_size=0), "beam_size"),
         (dict(max_length=0), "max_length"),
         (dict(end_id=-1), "end_id"),
-        (dict(alpha=-1.0), "alpha"),
+        (dict(alpha=float("-inf")), "`alpha` must be a finite number"),
+        (dict(alpha=float("nan")), "`alpha` must be a finite number"),
     ],
 )
 def test_invalid_arguments(kwargs, match):

@@ -120,7 +120,7 @@ def test_the_loop_state_is_named():
     [
         (dict(max_length=0), "max_length"),
         (dict(end_id=-1), "end_id"),
-        (dict(alpha=-0.5), "alpha"),
+        (dict(alpha=float("inf")), "alpha"),
         (dict(max_length=2.5), "max_length"),
     ],
 )

@@ -202,6 +202,26 @@ def test_beam_scores_equal_generate_s(imported):
     assert np.abs(other.numpy().reshape(-1) - expected).max() > 1e-3
 
 
+@pytest.mark.parametrize("length_penalty", [-1.0, 2.0])
+def test_other_length_penalties_decode_as_generate(imported, length_penalty):
+    # generate() takes a negative length_penalty (short translations
+    # favoured); the import keeps it, and the searches stop as generate().
+    texts = NONEMPTY
+    hf = imported["hf_tokenizer"]
+    batch = hf(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = imported["hf"].generate(**batch, length_penalty=length_penalty,
+                                      output_scores=True, return_dict_in_generate=True)  # fmt: skip
+    expected = hf.batch_decode(out.sequences, skip_special_tokens=True)
+    got = _translator(imported, alpha=length_penalty).translate(tf.constant(texts))
+    assert _decoded(got["translation"]) == expected
+    # A negative exponent multiplies the log-probability by the length:
+    # float32's error grows with the score (-550 here), hence rtol.
+    np.testing.assert_allclose(
+        got["score"].numpy().reshape(-1), out.sequences_scores.numpy(), atol=1e-4, rtol=1e-5
+    )
+
+
 def test_forced_end_at_the_longest_length_as_generate(imported):
     # Short maximum lengths: most hypotheses are ended by force.
     texts = NONEMPTY[:4]
