@@ -11,6 +11,20 @@ from keras_transformer._validation import check_positive_int, options_from_dict
 
 TASKS = ("translate", "nbest", "score")
 ENGINES = ("local", "ray", "beam")
+# Shard names carry five digits (`-00000-of-00002`, as Beam's `-SSSSS-of-
+# NNNNN`): more shards would take names that `read_shards`, and the check
+# that a job never writes over another's output, do not see.
+MAX_SHARDS = 99_999
+
+
+def check_shards(shards):
+    """Raises a `ValueError` unless `shards` is an int in [1, `MAX_SHARDS`]."""
+    check_positive_int("shards", shards)
+    if shards > MAX_SHARDS:
+        raise ValueError(
+            f"`shards` must be at most {MAX_SHARDS} (the shards' names have five digits). "
+            f"Received: shards={shards}"
+        )
 
 
 @dataclasses.dataclass
@@ -91,7 +105,8 @@ class CorpusOptions:
                 raise ValueError(
                     f"`{name}` must be one of {choices}. Received: {getattr(self, name)!r}"
                 )
-        for name in ("shards", "max_batch_size", "workers"):
+        check_shards(self.shards)
+        for name in ("max_batch_size", "workers"):
             check_positive_int(name, getattr(self, name))
         if self.worker_threads is not None:
             check_positive_int("worker_threads", self.worker_threads)

@@ -13,6 +13,7 @@ import json
 import os
 import uuid
 
+from keras_transformer.corpus.options import check_shards
 from keras_transformer.data.sources import iter_lines
 
 
@@ -123,11 +124,12 @@ class ShardWriter:
     Raises:
         FileExistsError: a shard of that prefix exists (a job never
             overwrites another's output).
+        OSError: the process may not hold `shards` files open at once,
+            even with its soft limit raised to the hard one.
     """
 
     def __init__(self, prefix, shards=1):
-        if shards < 1:
-            raise ValueError(f"`shards` must be at least 1. Received: {shards}")
+        check_shards(shards)
         self.paths = shard_paths(prefix, shards)
         taken = _shards_of(prefix)
         if taken:
@@ -136,6 +138,7 @@ class ShardWriter:
         self.partial = [f"{p}.partial-{tag}" for p in self.paths]
         self.files = []
         folder = os.path.dirname(os.path.abspath(prefix))
+        _allow_open_files(shards)
         try:
             os.makedirs(folder, exist_ok=True)
             for path in self.partial:
@@ -177,6 +180,31 @@ class ShardWriter:
         if kind is not None:
             self.abort()
         return False
+
+
+def _allow_open_files(count):
+    """Lets the process hold `count` more files open, raising its soft
+    limit up to the hard one as needed (`ulimit -n` is often 1,024); an
+    `OSError` naming the limit where that is not enough."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: no such limit to raise
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        held = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        held = 256
+    need = held + count + 16
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    if hard == resource.RLIM_INFINITY or hard >= need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+        return
+    raise OSError(
+        f"--shards {count} needs {count} files open at once, and this process may "
+        f"open {hard} in all (ulimit -Hn): give fewer shards"
+    )
 
 
 def _existing_ancestor(path):

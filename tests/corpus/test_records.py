@@ -3,6 +3,8 @@
 import gzip
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -125,3 +127,42 @@ def test_shards_appear_whole_or_not_at_all(tmp_path):
             writer.write({"file": "f", "line": 0})
             raise RuntimeError("the engine died")
     assert os.listdir(tmp_path) == ["out"]  # nothing of the failed job is left
+
+
+def test_more_shards_than_the_soft_open_file_limit_are_written(tmp_path):
+    # `ulimit -n` is often 1,024: the writer raises its soft limit to
+    # hold every shard open, up to the hard limit.
+    resource = pytest.importorskip("resource")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held = len(os.listdir("/proc/self/fd"))
+    if hard != resource.RLIM_INFINITY and hard < held + 400:
+        pytest.skip("the hard limit on open files is below this test's needs")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (held + 100, hard))
+    try:
+        prefix = str(tmp_path / "job")
+        with ShardWriter(prefix, shards=300) as writer:
+            for i in range(600):
+                writer.write({"file": "f", "line": i})
+            writer.close()
+        assert [r["line"] for r in read_shards(prefix)] == list(range(600))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_more_shards_than_the_hard_limit_are_refused_in_one_line(tmp_path):
+    pytest.importorskip("resource")
+    # In a process of its own: a lowered hard limit cannot be raised again.
+    script = f"""
+import os, resource
+held = len(os.listdir("/proc/self/fd"))
+resource.setrlimit(resource.RLIMIT_NOFILE, (held + 50, held + 50))
+from keras_transformer.corpus.records import ShardWriter
+try:
+    ShardWriter({str(tmp_path / "job")!r}, shards=200)
+except OSError as error:
+    print(error)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, check=True).stdout  # fmt: skip
+    assert "--shards 200 needs 200 files open at once" in out and "give fewer shards" in out
+    assert os.listdir(tmp_path) == []  # nothing opened, nothing left
