@@ -98,7 +98,7 @@ class MarianSpec:
                     f"config.json: d_model={self.d_model} is not a multiple of {key}={number}"
                 )
         activation = config.get("activation_function", "gelu")
-        if activation not in ACTIVATIONS:
+        if not isinstance(activation, str) or activation not in ACTIVATIONS:
             raise ValueError(
                 f"activation_function {activation!r} is not supported; "
                 f"supported: {sorted(ACTIVATIONS)}"
@@ -117,8 +117,8 @@ class MarianSpec:
         # table. `check_tensors` tells which.
         self.own_input_tables = False
         self.scale_embedding = bool(config.get("scale_embedding", False))
-        self.dropout = float(config.get("dropout", 0.1))
-        self.attention_dropout = float(config.get("attention_dropout", 0.0))
+        self.dropout = _rate(config, "dropout", 0.1)
+        self.attention_dropout = _rate(config, "attention_dropout", 0.0)
         smaller = min(self.source_vocab_size, self.target_vocab_size)
         self.pad_id = _special(config, "pad_token_id", smaller)
         self.eos_id = _special(config, "eos_token_id", smaller)
@@ -166,6 +166,15 @@ class MarianSpec:
 
 def _size(key, value, limit):
     return checkpoint.check_number("config.json", key, value, most=limit)
+
+
+def _rate(config, key, default):
+    """A dropout rate of config.json, in [0, 1): fine-tuning applies it."""
+    rate = checkpoint.check_number("config.json", key, config.get(key, default), 1.0,
+                                   kind=float, least=0.0)  # fmt: skip
+    if rate == 1.0:
+        raise ValueError(f"config.json: {key} must be a number in [0.0, 1.0). Received: 1.0")
+    return rate
 
 
 def _special(config, key, vocab_size):
