@@ -54,7 +54,10 @@ class ExportOptions:
             Translator (needs the [ctranslate2] extra); huggingface, a
             Marian checkpoint folder (MarianMTModel, MarianTokenizer) for
             transformers and its converters, for a run Marian can express
-            (needs the [huggingface] extra).
+            (needs the [huggingface] extra), whose generation_config.json
+            takes the decoding settings below but sampling (power length
+            penalty only). CTranslate2 keeps none: it takes them when it
+            translates.
         beam_size: beams of the beam search; 1 decodes greedily. None: the
             run's generation settings (an imported checkpoint's), else 4.
         alpha: length-penalty exponent of the beam search; 0 for none,
@@ -151,8 +154,44 @@ class ExportOptions:
                     raise ValueError(f"{flag} applies to --format savedmodel only")
         if self.format != "ctranslate2" and self.quantization != "none":
             raise ValueError("--quantization applies to --format ctranslate2 only")
+        self._check_decoding_for_the_format()
         check_compiled_shapes(self.jit_compile, self.batch_sizes, self.lengths,
                               self.split_batches)  # fmt: skip
+
+    def _check_decoding_for_the_format(self):
+        """Refuses decoding settings a format cannot keep (they were
+        silently dropped): CTranslate2 takes them when it translates, and
+        `generate()` has neither GNMT's penalty nor this export's sampling
+        signature."""
+        if self.format == "savedmodel":
+            return
+        sampling = {"--sampling-temperature": self.sampling_temperature != 1.0,
+                    "--sampling-topk": self.sampling_topk != 0,
+                    "--sampling-topp": self.sampling_topp != 1.0}  # fmt: skip
+        given = [flag for flag, changed in sampling.items() if changed]
+        if self.format == "ctranslate2":
+            given = [f"--{name.replace('_', '-')}" for name in DECODING_DEFAULTS
+                     if getattr(self, name) is not None] + given  # fmt: skip
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)}: --format ctranslate2 keeps no decoding settings; "
+                    "give them to CTranslate2's translate_batch"
+                )
+        if given:
+            raise ValueError(f"{', '.join(given)} applies to --format savedmodel only")
+        if self.length_penalty == "gnmt":
+            raise ValueError(
+                "--length-penalty gnmt: generate() has the power form only "
+                "(--format huggingface writes --length-penalty power and --alpha)"
+            )
+
+    def generation(self, generation=None):
+        """The run's generation settings (`generation.json`, or None) with
+        this export's decoding options over them, for --format huggingface."""
+        settings = {**DECODING_DEFAULTS, **(generation or {})}
+        settings.update({name: getattr(self, name) for name in DECODING_DEFAULTS
+                         if getattr(self, name) is not None})  # fmt: skip
+        return settings
 
     @classmethod
     def from_dict(cls, values):
@@ -213,9 +252,11 @@ def export(options):
     its path."""
     if options.format == "huggingface":
         from keras_transformer.interop.marian_export import export_marian_run
+        from keras_transformer.training.run_directory import read_generation
 
+        generation = options.generation(read_generation(options.run))
         return export_marian_run(options.run, options.export_base, version=options.version,
-                                 weights=options.weights)  # fmt: skip
+                                 weights=options.weights, generation=generation)  # fmt: skip
     if options.format == "ctranslate2":
         from keras_transformer.export.ctranslate2 import export_ctranslate2_run
 

@@ -255,14 +255,18 @@ def export_marian(model, source_tokenizer, target_tokenizer, output_dir, generat
     return output_dir
 
 
-def export_marian_run(run_path, export_base, version=None, weights="auto"):
+def export_marian_run(run_path, export_base, version=None, weights="auto", generation=None):
     """Exports a run as `export_base/<version>/`, a Marian checkpoint folder,
-    written beside and renamed into place as every export."""
+    written beside and renamed into place as every export.
+
+    `generation`: the settings `generation_config.json` gets (keys of
+    `DECODING_DEFAULTS`); None: the run's own (`generation.json`)."""
     from keras_transformer.export.servable import write_version
     from keras_transformer.training.run_directory import load_run, read_generation
 
     model, source, target, _ = load_run(run_path, weights=weights)
-    generation = read_generation(run_path)
+    if generation is None:
+        generation = read_generation(run_path)
     return write_version(
         export_base, version,
         lambda staging: export_marian(model, source, target, staging, generation),

@@ -86,6 +86,15 @@ def test_batch_sizes_read_as_the_command_line_gives_them(text, expected):
         ({"format": "ctranslate2", "jit_compile": True}, "--jit-compile applies to --format"),
         ({"format": "ctranslate2", "lengths": [8]}, "--lengths applies to --format"),
         ({"quantization": "int8"}, "--quantization applies to --format ctranslate2"),
+        # Decoding settings a format would have dropped silently.
+        (
+            {"format": "ctranslate2", "beam_size": 8, "alpha": 0.2},
+            "--beam-size, --alpha: --format ctranslate2 keeps no decoding settings",
+        ),
+        ({"format": "ctranslate2", "forced_end": False}, "--forced-end: --format ctranslate2"),
+        ({"format": "ctranslate2", "sampling_topk": 5}, "--sampling-topk: --format ctranslate2"),
+        ({"format": "huggingface", "sampling_topp": 0.9}, "--sampling-topp applies to --format"),
+        ({"format": "huggingface", "length_penalty": "gnmt"}, "generate\\(\\) has the power form"),
     ],
 )
 def test_bad_values_and_combinations_are_named(values, match):
@@ -111,3 +120,14 @@ def test_the_python_export_checks_the_same_shapes():
         check_compiled_shapes(False, None, [16])
     with pytest.raises(ValueError, match="split_batches"):
         check_compiled_shapes(False, None, None, split_batches=False)
+
+
+def test_huggingface_s_generation_is_the_run_s_under_the_flags():
+    options = ExportOptions(**REQUIRED, format="huggingface", beam_size=6, alpha=-0.5,
+                            length_penalty="power")  # fmt: skip
+    run = {"beam_size": 4, "alpha": 1.0, "length_penalty": "power", "max_output_length": 23,
+           "forced_end": True, "renormalize": True}  # fmt: skip
+    assert options.generation(run) == {**run, "beam_size": 6, "alpha": -0.5}
+    # A run trained here has none: the defaults of every export, then the flags.
+    assert options.generation(None)["max_output_length"] == 128
+    assert options.generation(None)["alpha"] == -0.5

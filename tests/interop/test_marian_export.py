@@ -65,6 +65,19 @@ def test_an_imported_run_goes_back_with_the_same_log_probabilities(shared, tied,
     # The generation settings go back with the model.
     with open(os.path.join(written, "generation_config.json")) as f:
         assert json.load(f).get("renormalize_logits", False) is shared
+    if shared and tied:
+        # ... under the export's own decoding flags.
+        assert cli.main(["export", "--run", run, "--export-base", str(tmp_path / "hf-flags"),
+                         "--format", "huggingface", "--beam-size", "3", "--alpha", "-0.5",
+                         "--max-output-length", "9", "--no-renormalize"]) == 0  # fmt: skip
+        with open(tmp_path / "hf-flags" / "1" / "generation_config.json") as f:
+            flagged = json.load(f)
+        assert (flagged["num_beams"], flagged["length_penalty"], flagged["max_length"]) == (
+            3,
+            -0.5,
+            10,
+        )
+        assert "renormalize_logits" not in flagged
     with open(os.path.join(written, "config.json")) as f:
         assert json.load(f)["tie_word_embeddings"] is tied
     sources, targets = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
