@@ -390,7 +390,8 @@ def test_save_and_load_in_a_fresh_process(tmp_path, rng):
         env={
             "KERAS_BACKEND": keras.backend.backend(),
             "PATH": "/usr/bin:/bin",
-            **{k: v for k, v in os.environ.items() if k == "XLA_FLAGS"},
+            # The parent's packages, where they come from PYTHONPATH.
+            **{k: v for k, v in os.environ.items() if k in ("XLA_FLAGS", "PYTHONPATH")},
         },
         cwd=REPO,  # where the child imports `tests` from
     )
