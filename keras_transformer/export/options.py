@@ -165,10 +165,9 @@ class ExportOptions:
         signature."""
         if self.format == "savedmodel":
             return
-        sampling = {"--sampling-temperature": self.sampling_temperature != 1.0,
-                    "--sampling-topk": self.sampling_topk != 0,
-                    "--sampling-topp": self.sampling_topp != 1.0}  # fmt: skip
-        given = [flag for flag, changed in sampling.items() if changed]
+        given = [f"--{field.name.replace('_', '-')}" for field in dataclasses.fields(self)
+                 if field.name.startswith("sampling_")
+                 and getattr(self, field.name) != field.default]  # fmt: skip
         if self.format == "ctranslate2":
             given = [f"--{name.replace('_', '-')}" for name in DECODING_DEFAULTS
                      if getattr(self, name) is not None] + given  # fmt: skip
@@ -208,10 +207,7 @@ class ExportOptions:
             generation: the run's generation settings (`generation.json`,
                 keys of `DECODING_DEFAULTS`), used where an option is None.
         """
-        settings = {**DECODING_DEFAULTS, **(generation or {})}
-        for name in DECODING_DEFAULTS:
-            if getattr(self, name) is not None:
-                settings[name] = getattr(self, name)
+        settings = self.generation(generation)
         return dict(
             beam_size=settings["beam_size"], alpha=settings["alpha"],
             length_penalty=settings["length_penalty"], forced_end=settings["forced_end"],
