@@ -173,6 +173,15 @@ def test_concurrent_requests_are_batched_and_correct(served, client):
         assert results[sentence] == [expected[sentence]] * 3
 
 
+def _wait_for_status(client, expected, seconds):
+    """Polls the model's status until it is `expected`: the server's poll
+    of the base path takes its while on a busy host."""
+    deadline = time.time() + seconds
+    while client.status() != expected and time.time() < deadline:
+        time.sleep(0.2)
+    assert client.status() == expected
+
+
 def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
     model, src, tgt = served["model"]
     base = served["base"]
@@ -192,10 +201,7 @@ def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
         export_version(
             model, src, tgt, base, version=2, max_length=MAX_LENGTH, beam_size=2, check=False
         )
-        deadline = time.time() + 120
-        while client.status() != [(1, "END"), (2, "AVAILABLE")] and time.time() < deadline:
-            time.sleep(0.2)
-        assert client.status() == [(1, "END"), (2, "AVAILABLE")]
+        _wait_for_status(client, [(1, "END"), (2, "AVAILABLE")], seconds=120)
         assert client.translate(["The dog sleeps."])["version"] == 2
 
         broken = os.path.join(base, "3")
@@ -204,11 +210,7 @@ def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
             f.write(b"this is not a SavedModel")
         # TF Serving's view: 1 unloaded, 2 served, 3 refused with its error.
         # A busy host's poll may take its while to try 3: wait for it.
-        expected = [(1, "END"), (2, "AVAILABLE"), (3, "END")]
-        deadline = time.time() + 60
-        while client.status() != expected and time.time() < deadline:
-            time.sleep(0.2)
-        assert client.status() == expected
+        _wait_for_status(client, [(1, "END"), (2, "AVAILABLE"), (3, "END")], seconds=60)
         assert client.translate(["The dog sleeps."])["version"] == 2
         assert 3 in served["manager"].failed
     finally:
