@@ -175,11 +175,12 @@ def ray_dataset(records, options):
         ),  # fmt: skip
         batch_size=1,  # one batch of records a call
         batch_format="numpy",
-        concurrency=options.workers,
+        # No more holders than batches: a holder without one would load
+        # the model for nothing. An actor that dies is started again and
+        # its batch retried (Ray Data's actor pools' defaults, max_restarts
+        # and max_task_retries of -1).
+        compute=ray.data.ActorPoolStrategy(size=max(1, min(options.workers, len(rows)))),
         num_cpus=1,
-        # An actor that dies is started again and its batch retried.
-        max_restarts=-1,
-        max_task_retries=-1,
     )
 
 
