@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import time
 
 import pytest
 
@@ -64,3 +65,12 @@ def string_signature(*inputs, outputs=()):
     for name in outputs:
         signature.outputs[name].dtype = types_pb2.DT_STRING
     return signature
+
+
+def wait_for_status(client, expected, seconds):
+    """Polls the model's status until it is `expected`: the server's poll
+    of the base path takes its while on a busy host."""
+    deadline = time.time() + seconds
+    while client.status() != expected and time.time() < deadline:
+        time.sleep(0.2)
+    assert client.status() == expected

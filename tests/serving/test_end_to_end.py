@@ -1,14 +1,13 @@
 """The deployed path through the command line: export, serve, query, swap."""
 
 import os
-import time
 
 import numpy as np
 
 from keras_transformer import cli
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from tests.processes import run_python, start_serve
-from tests.serving.conftest import copy_version
+from tests.serving.conftest import copy_version, wait_for_status
 
 SENTENCES = ["The dog sleeps.", "A young woman reads the book because the children laugh."]
 
@@ -46,10 +45,7 @@ def test_train_export_serve_query_and_swap(trained_run, tmp_path):
         copy_version(os.path.join(base, "1"), tmp_path / "staged")
         os.rename(tmp_path / "staged", os.path.join(base, "2"))
         with GrpcTranslationClient(f"127.0.0.1:{port}", "translator") as client:
-            deadline = time.time() + 120
-            while client.status() != [(1, "END"), (2, "AVAILABLE")] and time.time() < deadline:
-                time.sleep(0.3)
-            assert client.status() == [(1, "END"), (2, "AVAILABLE")]
+            wait_for_status(client, [(1, "END"), (2, "AVAILABLE")], seconds=120)
             assert client.translate(SENTENCES)["translation"] == in_process
     finally:
         server.terminate()

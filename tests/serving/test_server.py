@@ -2,7 +2,6 @@ import json
 import os
 import shutil
 import threading
-import time
 
 import grpc
 import numpy as np
@@ -21,7 +20,7 @@ from keras_transformer.serving.server import (
     start_server,
 )
 from tests.processes import REPO, run_python
-from tests.serving.conftest import MAX_LENGTH, copy_base, copy_version
+from tests.serving.conftest import MAX_LENGTH, copy_base, copy_version, wait_for_status
 
 
 @pytest.fixture(scope="module")
@@ -173,15 +172,6 @@ def test_concurrent_requests_are_batched_and_correct(served, client):
         assert results[sentence] == [expected[sentence]] * 3
 
 
-def _wait_for_status(client, expected, seconds):
-    """Polls the model's status until it is `expected`: the server's poll
-    of the base path takes its while on a busy host."""
-    deadline = time.time() + seconds
-    while client.status() != expected and time.time() < deadline:
-        time.sleep(0.2)
-    assert client.status() == expected
-
-
 def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
     model, src, tgt = served["model"]
     base = served["base"]
@@ -201,7 +191,7 @@ def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
         export_version(
             model, src, tgt, base, version=2, max_length=MAX_LENGTH, beam_size=2, check=False
         )
-        _wait_for_status(client, [(1, "END"), (2, "AVAILABLE")], seconds=120)
+        wait_for_status(client, [(1, "END"), (2, "AVAILABLE")], seconds=120)
         assert client.translate(["The dog sleeps."])["version"] == 2
 
         broken = os.path.join(base, "3")
@@ -210,7 +200,7 @@ def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
             f.write(b"this is not a SavedModel")
         # TF Serving's view: 1 unloaded, 2 served, 3 refused with its error.
         # A busy host's poll may take its while to try 3: wait for it.
-        _wait_for_status(client, [(1, "END"), (2, "AVAILABLE"), (3, "END")], seconds=60)
+        wait_for_status(client, [(1, "END"), (2, "AVAILABLE"), (3, "END")], seconds=60)
         assert client.translate(["The dog sleeps."])["version"] == 2
         assert 3 in served["manager"].failed
     finally:
