@@ -36,7 +36,8 @@ class Translator(tf.Module):
 
     Inputs longer than `max_input_length` tokens are truncated (keeping the
     end token); translations stop at `max_output_length` tokens. Empty
-    input gives empty output. The translator leaves the model it is given
+    (or blank) input gives empty output, scored 0 with no ids, as
+    CTranslate2's empty result. The translator leaves the model it is given
     as it was: it only calls it.
 
     Args:
@@ -318,9 +319,8 @@ class Translator(tf.Module):
         self._check_beam_size(beam_size)
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
         source_ids = self.encode_text(text)
-        sequences, scores = self._search(source_ids, beam_size)
-        empty = tf.equal(tf.strings.length(tf.strings.strip(text)), 0)[:, None]
-        translations = tf.where(empty, "", self._detokenize(sequences))
+        sequences, scores = _empty_for_empty(text, *self._search(source_ids, beam_size))
+        translations = self._detokenize(sequences)
         return {"translations": translations, "scores": scores, "ids": sequences}
 
     def translate(self, text, beam_size=None):
@@ -367,9 +367,8 @@ class Translator(tf.Module):
         """
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
         sequences, scores = self._search(self.encode_text(text), 1, sample=True, seed=seed)
-        empty = tf.equal(tf.strings.length(tf.strings.strip(text)), 0)
-        translation = tf.where(empty, "", self._detokenize(sequences)[:, 0])
-        return {"translation": translation, "score": scores[:, 0]}
+        sequences, scores = _empty_for_empty(text, sequences, scores)
+        return {"translation": self._detokenize(sequences)[:, 0], "score": scores[:, 0]}
 
     def score(self, text, translation):
         """How likely the model finds each given translation of each text.
@@ -451,3 +450,13 @@ class Translator(tf.Module):
         for position, index in enumerate(order):
             result[index] = outputs[position]
         return result
+
+
+def _empty_for_empty(text, sequences, scores):
+    """Empty input gives empty output: the rows of `text` that are empty or
+    blank get hypotheses of no tokens (all padding) scored 0, as
+    CTranslate2's empty result, whatever the search made of their lone end
+    token. `sequences [batch, beams, length]`, `scores [batch, beams]`."""
+    empty = tf.equal(tf.strings.length(tf.strings.strip(text)), 0)
+    sequences = tf.where(empty[:, None, None], tf.zeros_like(sequences), sequences)
+    return sequences, tf.where(empty[:, None], tf.zeros_like(scores), scores)
