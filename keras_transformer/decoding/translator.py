@@ -387,9 +387,11 @@ class Translator(tf.Module):
         Returns:
             `{"log_prob": [batch] float32, "length": [batch] int32}`: the sum
             of the tokens' log-probabilities, end token included, and the
-            number of tokens summed. For the greedy translation this is
-            greedy search's own log-probability (its `score` before the
-            length penalty).
+            number of tokens summed. For the greedy translation of a
+            text this is greedy search's own log-probability (its `score`
+            before the length penalty); an empty text's empty translation
+            is the translator's rule, scored 0 by `translate`, and here
+            the model's log-probability of the end token alone.
         """
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
         translation = tf.reshape(tf.convert_to_tensor(translation, tf.string), [-1])
