@@ -120,29 +120,35 @@ def test_padding_in_a_batch_changes_no_translation(translator):
     assert together == alone + ["", ""]
 
 
-@pytest.mark.parametrize("method", ["nbest", "greedy", "sample"])
-def test_empty_inputs_give_empty_hypotheses_scored_zero(translator, method):
-    # As CTranslate2's empty result: no tokens, score 0, in every beam; the
-    # other rows are as they are alone.
-    text = tf.constant(["", SENTENCES[0], " \t ", SENTENCES[1]])
-    if method == "nbest":
-        got = translator.translate_nbest(text)
-        strings, scores, ids = got["translations"], got["scores"], got["ids"]
-        alone = translator.translate_nbest(tf.constant(SENTENCES[:2]))
-        want_scores = alone["scores"]
-    else:
-        run = translator.translate_greedy if method == "greedy" else translator.translate_sample
-        got = run(text) if method == "greedy" else run(text, seed=3)
-        strings, scores, ids = got["translation"][:, None], got["score"][:, None], None
-        alone = run(tf.constant(SENTENCES[:2])) if method == "greedy" else None
-        want_scores = None if alone is None else alone["score"][:, None]
-    strings = np.array(_strings(strings)).reshape(scores.shape)
+def _nbest(translator, text):
+    got = translator.translate_nbest(text)
+    return got["translations"], got["scores"], got["ids"]
+
+
+def _greedy(translator, text):
+    got = translator.translate_greedy(text)
+    return got["translation"][:, None], got["score"][:, None], None
+
+
+def _sample(translator, text):
+    got = translator.translate_sample(text, seed=3)
+    return got["translation"][:, None], got["score"][:, None], None
+
+
+# (hypotheses of a batch, whether a row's scores are those it has alone: a
+# sample's draws depend on the batch)
+@pytest.mark.parametrize("run, alone", [(_nbest, True), (_greedy, True), (_sample, False)])
+def test_empty_inputs_give_empty_hypotheses_scored_zero(translator, run, alone):
+    # As CTranslate2's empty result: no tokens, score 0, in every beam.
+    strings, scores, ids = run(translator, tf.constant(["", SENTENCES[0], " \t ", SENTENCES[1]]))
+    strings, scores = np.array(_strings(strings)).reshape(scores.shape), scores.numpy()
     assert (strings[[0, 2]] == "").all()
     assert (strings[[1, 3]] != "").all()
-    np.testing.assert_array_equal(scores.numpy()[[0, 2]], 0.0)
-    assert (scores.numpy()[[1, 3]] < 0.0).all()
-    if want_scores is not None:
-        np.testing.assert_allclose(scores.numpy()[[1, 3]], want_scores.numpy(), atol=1e-4)
+    np.testing.assert_array_equal(scores[[0, 2]], 0.0)
+    assert (scores[[1, 3]] < 0.0).all()
+    if alone:
+        _, want, _ = run(translator, tf.constant(SENTENCES[:2]))
+        np.testing.assert_allclose(scores[[1, 3]], want.numpy(), atol=1e-4)
     if ids is not None:
         assert not ids.numpy()[[0, 2]].any()
 
