@@ -67,10 +67,18 @@ def string_signature(*inputs, outputs=()):
     return signature
 
 
+def wait_for(condition, seconds, interval=0.05):
+    """Polls `condition()` every `interval` seconds until it is true or
+    `seconds` have passed; returns its last value. The caller asserts what
+    it waited for, with its own message."""
+    deadline = time.monotonic() + seconds
+    while not (held := condition()) and time.monotonic() < deadline:
+        time.sleep(interval)
+    return held
+
+
 def wait_for_status(client, expected, seconds):
     """Polls the model's status until it is `expected`: the server's poll
     of the base path takes its while on a busy host."""
-    deadline = time.time() + seconds
-    while client.status() != expected and time.time() < deadline:
-        time.sleep(0.2)
+    wait_for(lambda: client.status() == expected, seconds, interval=0.2)
     assert client.status() == expected

@@ -13,6 +13,7 @@ import pytest
 from keras_transformer.serving.cancelling import CancellingClients
 from keras_transformer.serving.grpc_intake import CallPool, install, running_held_call
 from tests.processes import REPO, run_python
+from tests.serving.conftest import wait_for
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread nice is Linux's")
 
@@ -124,13 +125,6 @@ def test_calls_expired_before_the_intake_took_them_never_reach_the_pool(ours):
         assert not expired and service.echoed == 2
 
 
-def _wait_for(condition, seconds=10):
-    end = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.02)
-
-
 @pytest.mark.parametrize("ours", [True, False])
 def test_calls_of_a_connection_that_cancels_most_of_its_calls_wait_and_are_dropped(ours):
     """A connection whose client cancels its calls 50 ms after sending them
@@ -157,8 +151,9 @@ def test_calls_of_a_connection_that_cancels_most_of_its_calls_wait_and_are_dropp
 
             cancelled_calls(12)  # the first four reach the handler, and are cancelled there
             if ours:
-                _wait_for(lambda: any(r[0].value >= cancelling.share
-                                      for r in list(cancelling.records.values())))  # fmt: skip
+                assert wait_for(lambda: any(r[0].value >= cancelling.share
+                                            for r in list(cancelling.records.values())),
+                                seconds=10, interval=0.02), "timed out"  # fmt: skip
             time.sleep(0.4)  # the last ones' handlers return
             reached = service.echoed
             cancelled_calls(5)

@@ -16,6 +16,7 @@ from keras_transformer.serving.core import ServingError
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.metrics import Metrics
 from keras_transformer.serving.rest import RestServer, make_handler
+from tests.serving.conftest import wait_for
 
 MAX_BODY = 1 << 24
 
@@ -211,9 +212,7 @@ def test_a_stalled_connection_is_closed_after_the_timeout(rest, partial):
         assert sock.recv(1024) == b""
         sock.close()
     assert time.monotonic() - start < 5
-    deadline = time.monotonic() + 5
-    while server.open_connections() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: not server.open_connections(), seconds=5)
     assert server.open_connections() == 0
 
 
@@ -227,9 +226,7 @@ def test_work_stops_when_its_client_leaves(rest):
     time.sleep(0.3)
     assert models.running == 1
     sock.close()
-    deadline = time.monotonic() + 5
-    while models.running and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: not models.running, seconds=5, interval=0.02)
     assert models.stopped == ["client left"]
 
 
@@ -264,9 +261,7 @@ def test_connections_over_the_cap_are_answered_503(rest):
         assert extra.recv(1024).startswith(b"HTTP/1.1 503")
     for sock in held:
         sock.close()
-    deadline = time.monotonic() + 5
-    while server.open_connections() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: not server.open_connections(), seconds=5)
     assert _post(port, GOOD)[0] == 200
 
 

@@ -16,7 +16,7 @@ from keras_transformer.serving.model_config import read_model_config
 from keras_transformer.serving.options import ServerOptions
 from keras_transformer.serving.rest_client import RestTranslationClient
 from keras_transformer.serving.server import start
-from tests.serving.conftest import copy_version
+from tests.serving.conftest import copy_version, wait_for
 
 SENTENCES = ["The dog sleeps.", "A small cat sees the old man."]
 
@@ -232,9 +232,7 @@ def test_a_config_with_a_missing_base_path_is_not_applied_at_all(serving, root, 
             caplog.clear()
             config.write_text(BROKEN_CONFIG)
             os.utime(config, ns=(time.time_ns(), time.time_ns() + (attempt + 1) * 10**9))
-            deadline = time.time() + 30
-            while "no-such-folder" not in caplog.text and time.time() < deadline:
-                time.sleep(0.05)
+            wait_for(lambda: "no-such-folder" in caplog.text, seconds=30)
             assert "Ignoring the changed model config" in caplog.text
         assert serving.models.managers == managers  # the very same managers
         assert serving.models.manager("translator").version_for_label("stable") == 1
@@ -298,9 +296,7 @@ def test_a_changed_config_is_applied_and_a_broken_one_ignored(serving, root):
             )
         )
         os.utime(config, ns=(time.time_ns(), time.time_ns() + 10**9))
-        deadline = time.time() + 60
-        while "third" not in serving.models.managers and time.time() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: "third" in serving.models.managers, seconds=60, interval=0.1)
         assert sorted(serving.models.managers) == ["third", "translator"]
         # Same versions: the manager (and its loaded models) is kept.
         assert serving.models.manager("translator") is translator
@@ -312,9 +308,7 @@ def test_a_changed_config_is_applied_and_a_broken_one_ignored(serving, root):
     finally:
         config.write_text(original)
         os.utime(config, ns=(time.time_ns(), time.time_ns() + 3 * 10**9))
-        deadline = time.time() + 60
-        while "other" not in serving.models.managers and time.time() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: "other" in serving.models.managers, seconds=60, interval=0.1)
 
 
 @pytest.mark.parametrize(

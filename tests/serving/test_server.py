@@ -2,7 +2,6 @@ import json
 import os
 import shutil
 import threading
-import time
 
 import grpc
 import numpy as np
@@ -21,7 +20,13 @@ from keras_transformer.serving.server import (
     start_server,
 )
 from tests.processes import REPO, run_python
-from tests.serving.conftest import MAX_LENGTH, copy_base, copy_version, wait_for_status
+from tests.serving.conftest import (
+    MAX_LENGTH,
+    copy_base,
+    copy_version,
+    wait_for,
+    wait_for_status,
+)
 
 
 @pytest.fixture(scope="module")
@@ -207,9 +212,7 @@ def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
         # The hammer's call in flight at the swap ends on version 1, and on a
         # loaded host it can outlast the checks above (seconds, beside the
         # load of version 2): its next calls must reach version 2.
-        deadline = time.time() + 60
-        while 2 not in seen and not failures and time.time() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: 2 in seen or failures, seconds=60, interval=0.1)
     finally:
         stop.set()
         thread.join()
