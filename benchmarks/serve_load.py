@@ -35,7 +35,11 @@ in both phases: the flood then takes no CPU from the server, as when the
 flooding clients are other machines. `--server-nice N` starts the server
 `N` nice steps from this process's priority (a negative `N`, above the
 flood's, needs root), as an operator gives a server priority over the
-other processes of its machine.
+other processes of its machine. `--cgroups` (root, Linux) starts the
+server and the flood processes each in a CPU cgroup of its own, of equal
+weight, as two containers of one machine are (Docker's and Kubernetes'
+default `cpu.shares`): the kernel then shares the CPUs between the two
+groups, not between their threads.
 
 Prints, per phase, the good requests' count, errors, p50/p99 latency and
 sentences per second; the attack requests by class and status; the server's
@@ -118,9 +122,63 @@ def _pinned(command, cpus):
     return command if cpus is None else ["taskset", "--cpu-list", cpus, *command]
 
 
+class _CpuGroups:
+    """`--cgroups`: a CPU cgroup per name, each of the default weight, under
+    cgroup v2 where its `cpu` controller is on, else cgroup v1's `cpu`
+    hierarchy; `enter(name)` moves the calling process into one (for a
+    child's `preexec_fn`); `remove()` deletes them once their processes
+    have exited."""
+
+    def __init__(self, names):
+        v2, v1 = "/sys/fs/cgroup", "/sys/fs/cgroup/cpu"
+        try:
+            with open(os.path.join(v2, "cgroup.subtree_control")) as f:
+                root = v2 if "cpu" in f.read().split() else v1
+        except OSError:
+            root = v1
+        if not os.path.isfile(os.path.join(root, "cgroup.procs")):
+            raise SystemExit(f"--cgroups: no CPU cgroup hierarchy at {root}")
+        self.paths = {n: os.path.join(root, f"kt_serve_load_{os.getpid()}_{n}") for n in names}
+        for path in self.paths.values():
+            try:
+                os.mkdir(path)
+            except OSError as error:
+                raise SystemExit(f"--cgroups: cannot create {path}: {error.strerror}") from None
+
+    def enter(self, name):
+        with open(os.path.join(self.paths[name], "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    def remove(self):
+        for path in self.paths.values():
+            for _ in range(50):  # a process that just exited leaves its group a moment later
+                try:
+                    os.rmdir(path)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
+def _preexec(nice=0, groups=None, group=None):
+    """What a child runs before its program: its nice steps, its cgroup."""
+    if not nice and groups is None:
+        return None
+
+    def run():
+        if groups is not None:
+            groups.enter(group)
+        if nice:
+            os.nice(nice)
+
+    return run
+
+
 class _Server:
-    def __init__(self, base, workdir, rest_timeout_ms, cpus=None, flags=(), nice=0):
+    def __init__(self, base, workdir, rest_timeout_ms, cpus=None, flags=(), nice=0, groups=None):
         self.base = os.path.abspath(base)
+        self.groups = groups  # the floods' cgroup is beside the server's
         self.config = os.path.join(workdir, "models.config")
         self.write_config(version=1)
         self.grpc_port, self.rest_port = _free_port(), _free_port()
@@ -134,7 +192,7 @@ class _Server:
             _pinned(command, cpus), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
             # In the child before it runs: a priority it may not take fails here, loudly.
-            preexec_fn=(lambda: os.nice(nice)) if nice else None,
+            preexec_fn=_preexec(nice, groups, "server"),
         )  # fmt: skip
         for line in self.process.stdout:
             if line.startswith("READY"):
@@ -237,6 +295,7 @@ def _process_flood(mode):
             _pinned([sys.executable, "-m", "tests.serving.flood", f"127.0.0.1:{server.grpc_port}",
                      mode, str(server.flood_clients), "100000"], server.flood_cpus),
             stdout=subprocess.PIPE, text=True, cwd=REPO,
+            preexec_fn=_preexec(groups=server.groups, group="flood"),
         )  # fmt: skip
         stop.wait()
         flood.terminate()
@@ -414,6 +473,9 @@ def main():
     parser.add_argument("--server-nice", type=int, default=0,
                         help="nice steps of the server from this process's priority; "
                         "negative needs root")  # fmt: skip
+    parser.add_argument("--cgroups", action="store_true",
+                        help="the server and the floods each in a CPU cgroup of its own, "
+                        "of equal weight, as two containers (root, Linux)")  # fmt: skip
     parser.add_argument("--serve-flags", type=str.split, default=[],
                         help="more flags of `keras-transformer serve`, in one string")  # fmt: skip
     args = parser.parse_args()
@@ -432,8 +494,19 @@ def main():
         os.sched_setaffinity(0, _cpu_list(args.server_cpus))
     if args.server_nice < 0 and os.getuid() != 0:
         parser.error(f"--server-nice {args.server_nice} raises a priority: it needs root")
+    if args.cgroups and os.getuid() != 0:
+        parser.error("--cgroups writes the cgroup hierarchy: it needs root")
+    groups = _CpuGroups(("server", "flood")) if args.cgroups else None
+    try:
+        _run(args, workdir, groups)
+    finally:
+        if groups is not None:
+            groups.remove()
+
+
+def _run(args, workdir, groups):
     server = _Server(args.model_base_path, workdir, args.rest_timeout_ms, args.server_cpus,
-                     args.serve_flags, args.server_nice)  # fmt: skip
+                     args.serve_flags, args.server_nice, groups)  # fmt: skip
     server.flood_clients, server.flood_cpus = args.flood_clients, args.flood_cpus
     sentences = [en for en, _ in generate_pairs(500, seed=99)]
     try:
