@@ -37,8 +37,8 @@ flooding clients are other machines. `--server-nice N` starts the server
 flood's, needs root), as an operator gives a server priority over the
 other processes of its machine. `--cgroups` (root, Linux) starts the
 server and the flood processes each in a CPU cgroup of its own, of equal
-weight, as two containers of one machine are (Docker's and Kubernetes'
-default `cpu.shares`): the kernel then shares the CPUs between the two
+weight, as two containers of one machine are by default (Docker's
+`cpu.shares` of 1024): the kernel then shares the CPUs between the two
 groups, not between their threads.
 
 Prints, per phase, the good requests' count, errors, p50/p99 latency and
@@ -178,7 +178,7 @@ def _preexec(nice=0, groups=None, group=None):
 class _Server:
     def __init__(self, base, workdir, rest_timeout_ms, cpus=None, flags=(), nice=0, groups=None):
         self.base = os.path.abspath(base)
-        self.groups = groups  # the floods' cgroup is beside the server's
+        self.groups = groups  # with --cgroups, the flood processes enter theirs
         self.config = os.path.join(workdir, "models.config")
         self.write_config(version=1)
         self.grpc_port, self.rest_port = _free_port(), _free_port()
