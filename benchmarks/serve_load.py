@@ -300,8 +300,13 @@ def _process_flood(mode):
         )  # fmt: skip
         stop.wait()
         flood.terminate()
-        counts = json.loads(flood.communicate(timeout=60)[0].strip().splitlines()[-1])
-        for code, n in counts.items():
+        lines = flood.communicate(timeout=60)[0].strip().splitlines()
+        if not lines or not lines[-1].startswith("{"):  # stopped while importing
+            print(f"{mode} flood: stopped before it reported its counts (exit "
+                  f"{flood.returncode}); a longer --seconds lets it start",
+                  file=sys.stderr)  # fmt: skip
+            return
+        for code, n in json.loads(lines[-1]).items():
             with tally.lock:
                 tally.attacks[(f"{mode} flood", code)] = n
 
