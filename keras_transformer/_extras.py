@@ -3,6 +3,9 @@
 import importlib
 import importlib.util
 
+# The distribution on PyPI (`keras-transformer` there is another project
+# that shares the import name `keras_transformer`).
+DISTRIBUTION = "keras-transformer-nmt"
 # Which extra of `setup.cfg` provides each optional module.
 EXTRA_OF = {
     "tensorflow": "tensorflow",
@@ -38,7 +41,7 @@ def require(module, extra=None):
         extra = extra or EXTRA_OF.get(module.split(".")[0], "all")
         raise ImportError(
             f"{module} is not installed; it comes with keras_transformer's "
-            f'"{extra}" extra: pip install "keras-transformer[{extra}]"'
+            f'"{extra}" extra: pip install "{DISTRIBUTION}[{extra}]"'
         ) from error
 
 

@@ -79,7 +79,7 @@ def _environment_changes(statement):
     return json.loads(result.stdout.splitlines()[-1])
 
 
-def test_importing_the_package_first_loads_nothing_and_registers_on_use(tmp_path):
+def test_importing_the_package_first_loads_nothing_and_registers_with_keras(tmp_path):
     # A program imports the package before Keras to choose the backend.
     loaded = _loaded_after("import keras_transformer")
     assert not {m for m in loaded if m.split(".")[0] in ("keras", "tensorflow", "jax", "torch")}
@@ -91,10 +91,30 @@ def test_importing_the_package_first_loads_nothing_and_registers_on_use(tmp_path
     )
     assert run_python("-c", save).returncode == 0
     for statement in ("import keras\nimport keras_transformer",  # import sorting's order
-                      "import keras_transformer\nimport keras\nkeras_transformer.register()",
+                      "import keras_transformer\nimport keras",  # no register() needed
+                      "import keras_transformer\nfrom keras import saving\nimport keras",
                       "import keras\nfrom keras_transformer import training"):  # fmt: skip
-        result = run_python("-c", f"{statement}\nkeras.saving.load_model({path!r})")
+        registered = "print(sorted(keras.saving.get_custom_objects()))"
+        result = run_python("-c", f"{statement}\nkeras.saving.load_model({path!r})\n{registered}")
         assert result.returncode == 0, (statement, result.stderr[-2000:])
+        # Every class, not only the ones the file holds: a Transformer, a loss.
+        names = result.stdout.splitlines()[-1]
+        for name in ("Transformer", "MaskedSparseCategoricalCrossentropy", "WarmupSchedule"):
+            assert f"'keras_transformer>{name}'" in names, (statement, names)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_package_imported_first_registers_with_keras_on_any_backend(backend):
+    # Loading a model of our layers needs no TensorFlow outside TensorFlow's backend.
+    code = (
+        "import sys\nimport keras_transformer\nimport keras\n"
+        "from keras_transformer.layers import EncoderBlock\n"
+        "names = keras.saving.get_custom_objects()\n"
+        "print('keras_transformer>Transformer' in names, 'tensorflow' in sys.modules)"
+    )
+    result = run_python("-c", code, env={"KERAS_BACKEND": backend})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == "True False"
 
 
 @pytest.mark.parametrize(
@@ -138,7 +158,7 @@ def test_a_missing_extra_names_the_pip_command(module, missing, extra):
     code = f"import sys\nsys.modules[{missing!r}] = None\nimport {module}"
     result = run_python("-c", code)
     assert result.returncode != 0
-    assert f'pip install "keras-transformer[{extra}]"' in result.stderr
+    assert f'pip install "keras-transformer-nmt[{extra}]"' in result.stderr
 
 
 def test_plots_without_matplotlib_name_the_extra():
@@ -149,7 +169,7 @@ def test_plots_without_matplotlib_name_the_extra():
         "require('matplotlib')"
     )
     result = run_python("-c", code)
-    assert 'pip install "keras-transformer[plots]"' in result.stderr
+    assert 'pip install "keras-transformer-nmt[plots]"' in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Serving: a local TF Serving-compatible server, and gRPC and REST clients.
 
-Needs the `serving` extra: pip install "keras-transformer[serving]".
+Needs the `serving` extra: pip install "keras-transformer-nmt[serving]".
 The deployment files for the official TensorFlow Serving image (model and
 batching configs, docker-compose) are in the repository's `serving/` folder.
 """
