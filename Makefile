@@ -7,9 +7,9 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 # What runs under every Keras backend (TensorFlow runs the whole suite).
 BACKEND_TESTS := tests/layers tests/models tests/test_losses.py tests/test_metrics.py tests/test_schedules.py \
-	tests/test_optimizers.py tests/test_buckets.py tests/test_renames.py keras_transformer/layers keras_transformer/models \
+	tests/test_optimizers.py tests/test_buckets.py keras_transformer/layers keras_transformer/models \
 	keras_transformer/losses.py keras_transformer/metrics.py keras_transformer/schedules.py \
-	keras_transformer/optimizers.py keras_transformer/buckets.py keras_transformer/_renames.py
+	keras_transformer/optimizers.py keras_transformer/buckets.py
 
 .PHONY: demo test test-fast lint install benchmark clean
 

@@ -72,7 +72,7 @@ def _add_config_flags(parser, config_cls):
         default = field.default
         if field.default_factory is not dataclasses.MISSING:
             default = field.default_factory()
-        flags = ["--" + field.name.replace("_", "-"), *field.metadata.get("aliases", ())]
+        flags = ["--" + field.name.replace("_", "-")]
         other = getattr(config_cls, "TF_SERVING_FLAGS", {}).get(field.name)
         if other is not None and "--" + other not in flags:
             flags.append("--" + other)
@@ -94,7 +94,7 @@ def _add_config_flags(parser, config_cls):
         else:
             extra = dict(type=int32 if field.metadata.get("int32") else kind, choices=choices,
                          metavar=None if choices else field.name.upper())  # fmt: skip
-        # dest is the field's name whatever the flags (older names among them).
+        # dest is the field's name whatever the flags (TF Serving's spelling among them).
         parser.add_argument(*flags, dest=field.name, default=None, help=help_text, **extra)
 
 
@@ -419,11 +419,9 @@ def _add_decoding_flags(p):
     )
     p.add_argument(
         "--max-output-length",
-        "--max-length",
         dest="max_output_length",
         type=int,
-        help="longest translation, in tokens; --max-length is its older name "
-        "(default: the run's, else 128)",
+        help="longest translation, in tokens (default: the run's, else 128)",
     )
 
 
@@ -604,10 +602,7 @@ def _load_keras():
     with _native_logs.filtered():
         if importlib.util.find_spec("tensorflow") is not None:
             import tensorflow  # noqa: F401
-        import keras  # noqa: F401
-    import keras_transformer
-
-    keras_transformer.register()
+        import keras  # noqa: F401  (registers the package's classes)
 
 
 class _Failed(Exception):

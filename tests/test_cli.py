@@ -513,14 +513,13 @@ def test_export_takes_a_config_file_that_its_flags_override(monkeypatch, tmp_pat
     monkeypatch.setattr(export_options, "export", lambda options: calls.append(options) or "p")
     config = tmp_path / "export.yaml"
     config.write_text("run: r\nexport-base: b\nbeam-size: 6\njit-compile: true\n"
-                      "batch-sizes: [1, 4]\nmax_length: 40\n")  # fmt: skip
+                      "batch-sizes: [1, 4]\nmax_output_length: 40\n")  # fmt: skip
     monkeypatch.setattr(cli, "_export_info", lambda path: None)
-    with pytest.warns(DeprecationWarning, match="max_length"):
-        assert cli.main(["export", "--config", str(config), "--beam-size", "2"]) == 0
+    assert cli.main(["export", "--config", str(config), "--beam-size", "2"]) == 0
     (options,) = calls
     assert (options.run, options.export_base, options.beam_size, options.jit_compile) == (
         "r", "b", 2, True,
     )  # fmt: skip
     assert (options.batch_sizes, options.max_output_length) == ([1, 4], 40)
-    assert cli.main(["export", "--run", "r", "--export-base", "b", "--max-length", "9"]) == 0
-    assert calls[-1].max_output_length == 9  # the flag's older name
+    assert cli.main(["export", "--run", "r", "--export-base", "b", "--max-output-length", "9"]) == 0
+    assert calls[-1].max_output_length == 9

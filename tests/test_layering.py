@@ -18,7 +18,6 @@ PLACES = {
     "_validation": 0,
     "_extras": 0,
     "_lazy": 0,
-    "_renames": 0,
     "_version_folders": 0,
     "_native_logs": 0,
     "_config_docs": 0,

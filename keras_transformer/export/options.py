@@ -9,7 +9,6 @@ can describe itself without loading them.
 
 import dataclasses
 
-from keras_transformer._renames import rename_keys
 from keras_transformer._validation import (
     check_alpha,
     check_positive_int,
@@ -32,8 +31,6 @@ DECODING_DEFAULTS = {
 }
 WEIGHTS = ("auto", "averaged", "best", "final")
 QUANTIZATIONS = ("none", "int8", "int8_float32", "int16", "float16", "bfloat16")
-# Keys of configs and keyword arguments renamed since 0.1.0.
-_RENAMED = {"max_length": "max_output_length"}
 
 
 @dataclasses.dataclass
@@ -107,9 +104,7 @@ class ExportOptions:
     beam_size: int | None = None
     alpha: float | None = None
     length_penalty: str | None = dataclasses.field(default=None, metadata={"choices": PENALTIES})
-    max_output_length: int | None = dataclasses.field(
-        default=None, metadata={"aliases": ("--max-length",)}
-    )
+    max_output_length: int | None = dataclasses.field(default=None)
     forced_end: bool | None = None
     renormalize: bool | None = None
     sampling_temperature: float = 1.0
@@ -194,11 +189,8 @@ class ExportOptions:
 
     @classmethod
     def from_dict(cls, values):
-        """Options from a `--config` file's keys; unknown keys are errors,
-        `max_length` is read as `max_output_length` (with a warning)."""
-        values = dict(values)
-        rename_keys(values, _RENAMED, "ExportOptions")
-        return options_from_dict(cls, values, "export")
+        """Options from a `--config` file's keys; unknown keys are errors."""
+        return options_from_dict(cls, dict(values), "export")
 
     def decoding(self, generation=None):
         """The keyword arguments of `export_run` for a SavedModel.

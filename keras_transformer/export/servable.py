@@ -7,7 +7,6 @@ import uuid
 import keras
 import tensorflow as tf
 
-from keras_transformer._renames import take_renamed
 from keras_transformer._version_folders import MAX_VERSION, check_version_number, version_folders
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.export.compiled import (
@@ -19,9 +18,6 @@ from keras_transformer.export.options import check_compiled_shapes
 from keras_transformer.export.servability import check_servable
 from keras_transformer.export.signatures import SIGNATURE_INPUTS, SIGNATURES
 from keras_transformer.export.warmup import warmup_requests, write_warmup_file
-
-# Keyword arguments renamed since 0.2.0: `max_length` is the model's.
-_RENAMED = {"max_length": "max_output_length"}
 
 
 def export_translator(
@@ -46,7 +42,6 @@ def export_translator(
     batch_sizes=None,
     lengths=None,
     split_batches=True,
-    **deprecated,
 ):
     """Writes a SavedModel that TF Serving runs, with the tokenizers inside.
 
@@ -94,8 +89,8 @@ def export_translator(
         length_penalty, forced_end, renormalize: the penalty's form, the
             forced end token and the normalization once padding is removed
             (see `Translator`).
-        max_output_length: longest translation, in tokens (formerly
-            `max_length`, which names the model's position table).
+        max_output_length: longest translation, in tokens (`max_length`
+            names the model's position table).
         max_input_length: longest input, in tokens (default 256, and at most
             the model's `max_length`).
         sampling_temperature, sampling_topk, sampling_topp: the sampling
@@ -119,12 +114,6 @@ def export_translator(
     Returns:
         `export_dir`.
     """
-    max_output_length = (
-        take_renamed(deprecated, _RENAMED, "export_translator", {"max_output_length": None})[
-            "max_output_length"
-        ]
-        or max_output_length
-    )
     if os.path.exists(export_dir):
         raise FileExistsError(f"{export_dir} exists; a version is never overwritten")
     check_compiled_shapes(jit_compile, batch_sizes, lengths, split_batches)

@@ -2,9 +2,8 @@
 
 import keras
 
-from keras_transformer import _renames
 from keras_transformer.layers import _blocks
-from keras_transformer.layers.decoder_block import CACHE_RENAMES, DecoderBlock
+from keras_transformer.layers.decoder_block import DecoderBlock
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -30,11 +29,10 @@ class Decoder(_blocks.StackLayer):
         encoder_outputs: `[batch, source_length, d_model]` or `None`.
         inputs_mask, encoder_outputs_mask: padding masks, filled by Keras.
         attention_mask: extra self-attention mask, see `DecoderBlock`.
-        self_attention_cache: the blocks' self-attention caches (formerly
-            `cache`); then `cache_index` is required and the call returns
+        self_attention_cache: the blocks' self-attention caches; then
+            `cache_index` is required and the call returns
             `(outputs, self_attention_cache)`.
-        cross_attention_cache: the blocks' cross-attention caches
-            (formerly `cross_cache`).
+        cross_attention_cache: the blocks' cross-attention caches.
         cache_index: position of `inputs[:, 0]`.
         compiled: the call runs compiled, see `DecoderBlock`.
         training: whether dropout is active.
@@ -70,11 +68,6 @@ class Decoder(_blocks.StackLayer):
             block.precompute_cross_attention_cache(encoder_outputs) for block in self.blocks
         )
 
-    init_cache = _renames.deprecated_method("init_cache", "init_self_attention_cache")
-    precompute_cross_cache = _renames.deprecated_method(
-        "precompute_cross_cache", "precompute_cross_attention_cache"
-    )
-
     def cross_attention_scores(
         self, inputs, encoder_outputs, inputs_mask=None, encoder_outputs_mask=None
     ):
@@ -103,18 +96,8 @@ class Decoder(_blocks.StackLayer):
         compiled=False,
         training=None,
         return_attention_scores=False,
-        **deprecated,
     ):
-        caches = _renames.take_renamed(
-            deprecated,
-            CACHE_RENAMES,
-            "Decoder",
-            {
-                "self_attention_cache": self_attention_cache,
-                "cross_attention_cache": cross_attention_cache,
-            },
-        )
-        cache, cross_cache = caches["self_attention_cache"], caches["cross_attention_cache"]
+        cache, cross_cache = self_attention_cache, cross_attention_cache
         x = inputs
         new_caches = []
         scores = None

@@ -2,12 +2,7 @@
 
 import keras
 
-from keras_transformer import _renames
 from keras_transformer.layers import _blocks
-
-# The cache arguments of 0.1.0's `Decoder` and `Transformer.decode`, now
-# named as `DecoderBlock` (and keras-hub) name them.
-CACHE_RENAMES = {"cache": "self_attention_cache", "cross_cache": "cross_attention_cache"}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -105,11 +100,6 @@ class DecoderBlock(_blocks.BlockLayer):
     def precompute_cross_attention_cache(self, encoder_outputs):
         """Projected encoder keys and values, `[batch, heads, source_length, head_dim]`."""
         return self.cross_attention.precompute_cache(encoder_outputs)
-
-    init_cache = _renames.deprecated_method("init_cache", "init_self_attention_cache")
-    precompute_cross_cache = _renames.deprecated_method(
-        "precompute_cross_cache", "precompute_cross_attention_cache"
-    )
 
     def call(
         self,

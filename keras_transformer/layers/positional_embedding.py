@@ -1,7 +1,6 @@
 """Token embedding plus position encoding."""
 
 import math
-import warnings
 
 import keras
 from keras import ops
@@ -125,16 +124,6 @@ class PositionalEmbedding(keras.layers.Layer):
         """The sinusoidal table, a float32 NumPy array `[max_length,
         d_model]`; None for learned positions."""
         return self._encoding_table
-
-    def hold_position_table(self):
-        """Deprecated: the sinusoidal table is one tensor from the layer's
-        construction, shared by every function traced from it."""
-        warnings.warn(
-            "`PositionalEmbedding.hold_position_table()` is deprecated: the table "
-            "is held from the layer's construction",
-            DeprecationWarning,
-            stacklevel=2,
-        )
 
     @property
     def embeddings(self):

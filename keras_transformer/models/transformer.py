@@ -5,20 +5,9 @@ import inspect
 import keras
 from keras import ops
 
-from keras_transformer import _renames
 from keras_transformer._validation import check_positive_int, check_rate, shown_names
 from keras_transformer.layers import Decoder, Encoder, PositionalEmbedding, _rows, activations
-from keras_transformer.layers.decoder_block import CACHE_RENAMES
 from keras_transformer.models.presets import preset_config
-
-# The names of 0.1.0 and the ones that replace them: configs saved with the
-# old keys still load, and code using them gets a `DeprecationWarning`.
-RENAMED_ARGUMENTS = {
-    "input_vocab_size": "source_vocab_size",
-    "dropout_rate": "dropout",
-    "attention_dropout_rate": "attention_dropout",
-}
-
 
 # Up to this many rows (tokens), a compiled decoding step's tied projection
 # reads the embedding table as stored (`Transformer._logits`); more rows
@@ -58,11 +47,10 @@ class Transformer(keras.Model):
         d_model: model width.
         num_heads: attention heads; must divide `d_model`.
         dff: feed-forward hidden size.
-        source_vocab_size: source vocabulary size (formerly
-            `input_vocab_size`).
+        source_vocab_size: source vocabulary size.
         target_vocab_size: target vocabulary size.
-        dropout: dropout of the embeddings and of every residual branch
-            (formerly `dropout_rate`), as the layers' `dropout`.
+        dropout: dropout of the embeddings and of every residual branch,
+            as the layers' `dropout`.
         max_length: longest source or target sequence.
         norm_first: pre-norm blocks instead of the paper's post-norm.
         share_embeddings: one embedding matrix for source, target and the
@@ -95,9 +83,8 @@ class Transformer(keras.Model):
         layer_norm_epsilon: epsilon of every layer norm.
         kernel_initializer: initializer of the blocks' kernels.
         bias_initializer: initializer of the blocks' biases.
-        attention_dropout: dropout of the attention weights (formerly
-            `attention_dropout_rate`); `None` (default) uses `dropout`, as
-            the paper (fairseq uses 0).
+        attention_dropout: dropout of the attention weights; `None`
+            (default) uses `dropout`, as the paper (fairseq uses 0).
         **kwargs: base model arguments.
 
     Example:
@@ -135,11 +122,7 @@ class Transformer(keras.Model):
         decoder_dff=None,
         **kwargs,
     ):
-        renamed = _renames.pop_renamed(kwargs, RENAMED_ARGUMENTS, "Transformer")
         super().__init__(**kwargs)
-        source_vocab_size = _renames.resolve("source_vocab_size", source_vocab_size, None, renamed)
-        dropout = _renames.resolve("dropout", dropout, 0.1, renamed)
-        attention_dropout = _renames.resolve("attention_dropout", attention_dropout, None, renamed)
         check_vocab_sizes(source_vocab_size, target_vocab_size)
         # The embeddings' dropout is built here, before the blocks check theirs.
         check_rate("dropout", dropout)
@@ -278,13 +261,13 @@ class Transformer(keras.Model):
         constructor argument.
         """
         config = preset_config(name)
-        known = {*inspect.signature(cls.__init__).parameters, *RENAMED_ARGUMENTS}
+        known = set(inspect.signature(cls.__init__).parameters)
         known -= {"self", "kwargs", "source_vocab_size", "target_vocab_size"}
         unknown = sorted(set(overrides) - known - {"name", "dtype", "trainable"})
         if unknown:
             raise ValueError(
                 f"Unknown Transformer argument(s) {shown_names(unknown)}; "
-                f"its arguments: {', '.join(sorted(known - set(RENAMED_ARGUMENTS)))}"
+                f"its arguments: {', '.join(sorted(known))}"
             )
         config.update(overrides)
         return cls(
@@ -292,12 +275,6 @@ class Transformer(keras.Model):
             target_vocab_size=target_vocab_size,
             **config,
         )
-
-    input_vocab_size = _renames.deprecated_alias("input_vocab_size", "source_vocab_size")
-    dropout_rate = _renames.deprecated_alias("dropout_rate", "dropout")
-    attention_dropout_rate = _renames.deprecated_alias(
-        "attention_dropout_rate", "attention_dropout"
-    )
 
     def encode(self, source_ids, training=None):
         """Encodes source ids `[batch, source_length]`.
@@ -362,7 +339,6 @@ class Transformer(keras.Model):
         cross_attention_cache=None,
         cache_index=None,
         compiled=False,
-        **deprecated,
     ):
         """Decodes target ids against an encoded source.
 
@@ -375,10 +351,9 @@ class Transformer(keras.Model):
                 e.g. `source_ids != 0`.
             training: whether dropout is active.
             self_attention_cache: the decoder's self-attention cache
-                (`Decoder.init_self_attention_cache`; formerly `cache`).
+                (`Decoder.init_self_attention_cache`).
             cross_attention_cache: precomputed cross-attention keys and
-                values (`Decoder.precompute_cross_attention_cache`; formerly
-                `cross_cache`).
+                values (`Decoder.precompute_cross_attention_cache`).
             cache_index: position of `target_ids[:, 0]`.
             compiled: the call runs compiled (`tf.function(jit_compile=True)`,
                 `jax.jit`): caches written in place, self-attention
@@ -389,17 +364,6 @@ class Transformer(keras.Model):
             Logits `[batch, target_length, target_vocab_size]`, or
             `(logits, self_attention_cache)` with a cache.
         """
-        caches = _renames.take_renamed(
-            deprecated,
-            CACHE_RENAMES,
-            "Transformer.decode",
-            {
-                "self_attention_cache": self_attention_cache,
-                "cross_attention_cache": cross_attention_cache,
-            },
-        )
-        self_attention_cache = caches["self_attention_cache"]
-        cross_attention_cache = caches["cross_attention_cache"]
         start = 0 if cache_index is None else cache_index
         x = self.target_embedding(target_ids, start_index=start)
         x = self.embedding_dropout(x, training=training)
@@ -540,4 +504,4 @@ class Transformer(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        return cls(**_renames.translate_config(config, RENAMED_ARGUMENTS))
+        return cls(**config)

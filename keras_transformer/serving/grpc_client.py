@@ -6,9 +6,9 @@ alike, through `tensorflow-serving-api`.
 Example, against `keras-transformer serve` started here on a free port
 (`tensorflow_model_server --port=8500 ...` is called the same way):
 
->>> from keras_transformer.serving.model_config import ModelEntry
+>>> from keras_transformer.serving import ServerOptions
 >>> from keras_transformer.serving.server import start
->>> serving = start([ModelEntry("translator", export_base)], port=0)
+>>> serving = start(ServerOptions(export_base, "translator", port=0))
 >>> with GrpcTranslationClient(f"localhost:{serving.grpc_port}", "translator") as client:
 ...     outputs = client.translate(["The child sleeps."])
 >>> sorted(outputs), outputs["version"], type(outputs["translation"][0])

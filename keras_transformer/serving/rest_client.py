@@ -5,9 +5,10 @@ Example:
 Against `keras-transformer serve --rest-api-port` started here on free
 ports (TF Serving's `--rest_api_port=8501` answers the same):
 
->>> from keras_transformer.serving.model_config import ModelEntry
+>>> from keras_transformer.serving import ServerOptions
 >>> from keras_transformer.serving.server import start
->>> serving = start([ModelEntry("translator", export_base)], port=0, rest_api_port=0)
+>>> options = ServerOptions(export_base, "translator", port=0, rest_api_port=0)
+>>> serving = start(options)
 >>> client = RestTranslationClient(f"http://localhost:{serving.rest_port}", "translator")
 >>> outputs = client.translate(["The child sleeps."])
 >>> sorted(outputs), type(outputs["translation"][0])

@@ -62,13 +62,11 @@ All settings are one `ServerOptions`. Models load through `SessionModel`,
 the session-based loader TF Serving uses.
 """
 
-import dataclasses
 import logging
 import os
 import signal
 import threading
 import time
-import warnings
 
 import grpc
 import tensorflow as tf
@@ -429,7 +427,7 @@ def _entries(options):
     return [_one_model(options.model_base_path, name, options.version_policy, labels)]
 
 
-def start(options=None, entries=None, **legacy):
+def start(options, entries=None):
     """Starts serving; returns a `Serving`.
 
     Args:
@@ -438,23 +436,12 @@ def start(options=None, entries=None, **legacy):
         entries: the `ModelEntry`s to serve; default: those of the options'
             model config file, or its one model.
 
-    The older form `start(entries, host=..., port=..., ...)`, with the
-    keyword arguments of 0.1.0, still works.
-
     Raises:
         OSError: an address cannot be bound (e.g. the port is in use).
         ValueError: the options name no model, or a bad one.
     """
     if not isinstance(options, ServerOptions):
-        warnings.warn(
-            "start(entries, host=..., ...) is deprecated: pass a ServerOptions "
-            "(start(options, entries))",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        options, entries = _legacy_options(**legacy), options
-    elif legacy:
-        raise TypeError(f"start() takes ServerOptions; unexpected {sorted(legacy)}")
+        raise TypeError(f"start() takes ServerOptions. Received: options={options!r}")
     if entries is None:
         entries = _entries(options)
     if options.xla_cache_dir is not None:
@@ -506,11 +493,11 @@ def start(options=None, entries=None, **legacy):
     return serving
 
 
-def _legacy_options(host="127.0.0.1", port=8500, rest_api_port=None, poll_seconds=2.0,
+def _shorthand_options(host="127.0.0.1", port=8500, rest_api_port=None, poll_seconds=2.0,
                     batching=None, max_workers=None, limits=None, model_config_file=None,
                     config_poll_seconds=60.0, intra_op_threads=0,
                     inter_op_threads=0):  # fmt: skip
-    """`ServerOptions` from the keyword arguments `start` took in 0.1.0."""
+    """`ServerOptions` from `start_server`'s keyword arguments."""
     batching = {"max_batch_size": 32, "timeout": 0.005, "split": True, **(batching or {})}
     limits = limits or RequestLimits()
     return ServerOptions(
@@ -538,19 +525,22 @@ def _one_model(base_path, name, version_policy, version_labels):
 
 
 def start_server(model_base_path, model_name, version_policy="latest", version_labels=None,
-                 **legacy):  # fmt: skip
+                 **settings):  # fmt: skip
     """Starts serving one model; returns `(grpc_server, bound_port, manager)`.
 
     A shorthand of `start` for one model: `version_policy` is `"latest"`,
     `"all"` or a list of versions, `version_labels` a `{label: version}`
-    dict, and the other keyword arguments are `start`'s of 0.1.0.
+    dict; the other keyword arguments (`host`, `port`, `rest_api_port`,
+    `poll_seconds`, `batching` as `{"max_batch_size", "timeout", "split"}`,
+    `max_workers`, `limits` as `RequestLimits`, `intra_op_threads`,
+    `inter_op_threads`) are a few `ServerOptions` under short names.
     """
     entry = _one_model(model_base_path, model_name, version_policy, version_labels)
-    serving = start(_legacy_options(**legacy), [entry])
+    serving = start(_shorthand_options(**settings), [entry])
     return serving.grpc_server, serving.grpc_port, serving.models.manager(model_name)
 
 
-def serve_forever(options=None, **legacy):
+def serve_forever(options):
     """`keras-transformer serve`: serves until SIGTERM or Ctrl-C, then drains.
 
     Serves the models that `options` (`ServerOptions`) name. On either
@@ -559,21 +549,13 @@ def serve_forever(options=None, **legacy):
     `EXIT_GRACE_SECONDS` more whatever is still running (every thread the
     server starts is a daemon: none holds the process).
 
-    The older form, with the keyword arguments of 0.1.0
-    (`model_base_path`, `model_name`, ...), still works.
-
     Returns:
         True, once it has served and stopped. A program should then exit
         without waiting for threads (`os._exit`, as the command line does):
         a request stuck in TensorFlow would abort the interpreter's shutdown.
     """
     if not isinstance(options, ServerOptions):
-        warnings.warn(
-            "serve_forever(model_base_path, model_name, ...) is deprecated: pass a ServerOptions",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        options = _legacy_serve_options(options, **legacy)
+        raise TypeError(f"serve_forever() takes ServerOptions. Received: options={options!r}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     entries = _entries(options)
     serving = start(options, entries)
@@ -606,18 +588,3 @@ def serve_forever(options=None, **legacy):
             signal.signal(sig, handler)
         log.info("Stopped")
     return True
-
-
-def _legacy_serve_options(model_base_path=None, model_name=None, host="127.0.0.1", port=8500,
-                          poll_seconds=2.0, version_policy="latest", version_labels=None,
-                          batching=None, limits=None, drain_seconds=30.0, rest_api_port=None,
-                          model_config_file=None, config_poll_seconds=60.0, intra_op_threads=0,
-                          inter_op_threads=0):  # fmt: skip
-    options = _legacy_options(host, port, rest_api_port, poll_seconds, batching, None, limits,
-                              model_config_file, config_poll_seconds, intra_op_threads,
-                              inter_op_threads)  # fmt: skip
-    labels = [f"{k}={v}" for k, v in sorted((version_labels or {}).items())]
-    return dataclasses.replace(
-        options, model_base_path=model_base_path, model_name=model_name,
-        version_policy=version_policy, version_label=labels, drain_seconds=drain_seconds,
-    )  # fmt: skip

@@ -44,12 +44,6 @@ def test_from_dict_round_trips_and_refuses_unknown_keys():
         ExportOptions.from_dict({**REQUIRED, "beams": 3})
 
 
-def test_the_older_key_max_length_still_reads_with_a_warning():
-    with pytest.warns(DeprecationWarning, match="max_output_length"):
-        options = ExportOptions.from_dict({**REQUIRED, "max_length": 40})
-    assert options.max_output_length == 40
-
-
 @pytest.mark.parametrize("text,expected", [("1,8,32", [1, 8, 32]), ([2, 4], [2, 4]), (None, None)])
 def test_batch_sizes_read_as_the_command_line_gives_them(text, expected):
     options = ExportOptions(**REQUIRED, jit_compile=text is not None, batch_sizes=text)

@@ -117,15 +117,3 @@ def test_a_version_says_what_it_compiled_and_when_the_cache_was_unused(
     else:
         assert f"{stored} of its 3 XLA programs compiled" in caplog.text
         assert version.xla_programs_compiled == stored
-
-
-def test_the_old_module_path_warns_and_is_the_same_module():
-    import importlib
-    import sys
-
-    sys.modules.pop("keras_transformer.serving.xla_cache", None)
-    with pytest.warns(DeprecationWarning, match="moved to keras_transformer.export.xla_cache"):
-        old = importlib.import_module("keras_transformer.serving.xla_cache")
-    assert (old.enable, old.entries, old.cache_prefix) == (
-        xla_cache.enable, xla_cache.entries, xla_cache.cache_prefix,
-    )  # fmt: skip

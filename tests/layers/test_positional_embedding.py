@@ -40,17 +40,6 @@ def test_the_table_is_there_from_construction_and_none_for_learned_positions():
     assert learned.encoding_table is None
 
 
-def test_holding_the_table_is_deprecated_and_changes_nothing():
-    layer = PositionalEmbedding(20, 8, max_length=16)
-    ids, start = np.array([[3, 4, 5, 0]]), keras.ops.convert_to_tensor(2)
-    before = to_numpy(layer(ids, start_index=start))
-    attributes = dict(vars(layer))
-    with pytest.warns(DeprecationWarning, match="hold_position_table"):
-        layer.hold_position_table()
-    assert vars(layer) == attributes
-    assert_array_equal(layer(ids, start_index=start), before)
-
-
 @pytest.mark.skipif(keras.config.backend() != "tensorflow", reason="TensorFlow graphs")
 def test_traced_functions_capture_a_held_table_instead_of_copying_it():
     import tensorflow as tf

@@ -470,7 +470,7 @@ def test_learns_to_copy_sequences():
     [
         ({"bogus": 1, "d_model": 64}, r"argument\(s\) \['bogus'\]; its arguments: activation, "),
         ({"dropout": 1.5}, r"`dropout` must be in \[0, 1\). Received: dropout=1.5"),
-        ({"dropout_rate": 1.0}, r"`dropout` must be in \[0, 1\). Received: dropout=1.0"),
+        ({"dropout_rate": 0.1}, r"argument\(s\) \['dropout_rate'\]"),
         ({"attention_dropout": -0.1}, r"`attention_dropout` must be in \[0, 1\)"),
         ({"dropout": True}, r"`dropout` must be in \[0, 1\)"),
     ],
@@ -478,7 +478,3 @@ def test_learns_to_copy_sequences():
 def test_overrides_that_are_no_argument_or_no_rate_are_named(overrides, match):
     with pytest.raises(ValueError, match=match):
         Transformer.from_preset("tiny", 50, 60, **overrides)
-    # The old names still pass, warned.
-    with pytest.warns(DeprecationWarning):
-        model = Transformer.from_preset("tiny", 50, 60, dropout_rate=0.25)
-    assert model.dropout == 0.25

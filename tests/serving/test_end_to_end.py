@@ -19,7 +19,7 @@ def _cli(*args, **kwargs):
 def test_train_export_serve_query_and_swap(trained_run, tmp_path):
     base = str(tmp_path / "exports" / "translator")
     result = _cli(
-        "export", "--run", trained_run["run"], "--export-base", base, "--max-length", "24"
+        "export", "--run", trained_run["run"], "--export-base", base, "--max-output-length", "24"
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith(os.path.join("translator", "1"))

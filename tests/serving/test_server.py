@@ -195,7 +195,7 @@ def test_new_version_is_swapped_in_and_broken_ones_refused(served, client):
     thread.start()
     try:
         export_version(
-            model, src, tgt, base, version=2, max_length=MAX_LENGTH, beam_size=2, check=False
+            model, src, tgt, base, version=2, max_output_length=MAX_LENGTH, beam_size=2, check=False
         )
         wait_for_status(client, [(1, "END"), (2, "AVAILABLE")], seconds=120)
         assert client.translate(["The dog sleeps."])["version"] == 2
