@@ -1,10 +1,11 @@
 """A small keras-tuner search over the Transformer on the synthetic task.
 
-Random search over layers, width, heads, warmup and batch tokens, scored by
-validation masked accuracy; the best hyperparameters are printed and saved
-as JSON. About 5 minutes on 2 CPU cores; `KT_EXAMPLE_QUICK=1` runs 1 tiny
-trial. The same search runs on several machines with keras-tuner's
-KERASTUNER_* environment variables (see the README).
+Random search over layers, width, heads, dropout and warmup (ranges), and
+batch tokens, scored by validation masked accuracy; the best
+hyperparameters are printed and saved as JSON. About 5 minutes on 2 CPU
+cores; `KT_EXAMPLE_QUICK=1` runs 1 tiny trial. The same search runs on
+several machines with keras-tuner's KERASTUNER_* environment variables
+(see the README).
 """
 
 import os
@@ -31,7 +32,8 @@ best = run_search(
             "d_model": [64, 128] if not QUICK else [16, 32],
             "num_heads": [2, 4],
             "dff": [256] if not QUICK else [32],
-            "warmup_steps": [100, 200],
+            "dropout": {"min": 0.0, "max": 0.2, "step": 0.1},  # a range: hp.Float
+            "warmup_steps": {"min": 100, "max": 400, "sampling": "log"},  # hp.Int
             "batch_tokens": [1024, 2048],
         },
     }

@@ -2,10 +2,9 @@
 
 import dataclasses
 
-from keras_transformer import _renames
 from keras_transformer._validation import check_positive_int
 from keras_transformer.data.config import DataConfig
-from keras_transformer.tuning.space import DEFAULT_SPACE, RENAMED_DIMENSIONS
+from keras_transformer.tuning.space import DEFAULT_SPACE, check_dimension, dimension_values
 
 TUNERS = ("random", "hyperband", "bayesian")
 # Objectives and whether larger is better.
@@ -37,11 +36,14 @@ class TuneConfig(DataConfig):
         objective: the metric the search maximizes (accuracies, BLEU) or
             minimizes (losses).
         space: JSON dict of search-space overrides, e.g. `{"d_model": [64,
-            128]}`: a list gives the choices, a value fixes the dimension.
-            Dimensions: num_layers, d_model, num_heads, dff, dropout
-            (formerly dropout_rate), norm_first, warmup_steps,
-            label_smoothing and batch_tokens (their default choices:
-            `TransformerHyperModel`'s `DEFAULT_SPACE`).
+            128], "dropout": {"min": 0.0, "max": 0.3, "step": 0.05}}`: a
+            list gives the choices, a value fixes the dimension, a range
+            (min, max, optional step and sampling: linear, log or
+            reverse_log) is an Int or Float. Dimensions: num_layers,
+            num_decoder_layers, d_model, num_heads, dff, dropout,
+            attention_dropout, norm_first, share_embeddings, warmup_steps,
+            lr_scale, label_smoothing and batch_tokens (their defaults:
+            `keras_transformer.tuning.space.DEFAULT_SPACE`).
         bleu_sentences: validation sentences translated for `val_bleu`.
         train_best: after the search, train the best configuration into
             `DIRECTORY/best_run` (a run `evaluate` and `export` accept).
@@ -94,11 +96,7 @@ class TuneConfig(DataConfig):
             raise ValueError(f"`verbose` must be 0, 1 or 2. Received: verbose={self.verbose!r}")
         if not isinstance(self.space, dict):
             raise ValueError(f"`space` must be a dict. Received: space={self.space!r}")
-        self.space = dict(self.space)
-        _renames.rename_keys(self.space, RENAMED_DIMENSIONS, "TuneConfig.space")
-        unknown = sorted(set(self.space) - set(DEFAULT_SPACE))
-        if unknown:
-            raise ValueError(f"Unknown search dimensions {unknown}; known: {sorted(DEFAULT_SPACE)}")
+        self.space = {name: check_dimension(name, value) for name, value in self.space.items()}
         if "batch_size" in self.space:
             # Trials get the training pipeline's token-budget batches.
             raise ValueError(
@@ -106,9 +104,8 @@ class TuneConfig(DataConfig):
                 "instead of `batch_size` (which applies to array inputs of "
                 "`TransformerHyperModel.fit`)"
             )
-        budgets = self.space.get("batch_tokens", DEFAULT_SPACE["batch_tokens"])
-        budgets = budgets if isinstance(budgets, (list, tuple)) else [budgets]
-        if any(not isinstance(b, int) or b < self.max_length for b in budgets):
+        budgets = dimension_values(self.space.get("batch_tokens", DEFAULT_SPACE["batch_tokens"]))
+        if min(budgets) < self.max_length:
             raise ValueError(
                 f"Every `batch_tokens` of the space must be an int of at least "
                 f"max_length={self.max_length}. Received: {budgets}"

@@ -170,8 +170,9 @@ def train_best(options, best, search_run, log=print):
         seed=config.seed,
         verbose=config.verbose,
         preset="tiny",
-        model_overrides={k: values[k] for k in MODEL_DIMENSIONS},
+        model_overrides={k: values[k] for k in MODEL_DIMENSIONS if k in values},
         warmup_steps=int(values["warmup_steps"]),
+        lr_scale=float(values.get("lr_scale", 1.0)),
         label_smoothing=float(values["label_smoothing"]),
         batch_tokens=int(values.get("batch_tokens", 4096)),
     )

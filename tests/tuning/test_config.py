@@ -18,7 +18,15 @@ def test_round_trips_through_a_dict():
         ({"max_trials": 0}, "`max_trials` must be a positive int"),
         ({"steps_per_epoch": -1}, "`steps_per_epoch` must be a positive int"),
         ({"verbose": 3}, "`verbose` must be 0, 1 or 2"),
-        ({"space": {"depth": [1]}}, r"Unknown search dimensions \['depth'\]"),
+        ({"space": {"depth": [1]}}, r"Unknown search dimension 'depth'"),
+        ({"space": {"dropout": {"min": 0.3, "max": 0.1}}}, "min < max"),
+        ({"space": {"dff": {"min": 64.0, "max": 128}}}, "'dff' takes integers"),
+        ({"space": {"dropout": {"min": 0.0, "max": 0.3, "sampling": "log"}}}, "needs min > 0"),
+        ({"space": {"dropout": {"min": 0.1, "max": 0.3, "sampling": "exp"}}}, "sampling must"),
+        ({"space": {"dropout": {"low": 0.1}}}, "a range is"),
+        ({"space": {"norm_first": {"min": 0, "max": 1}}}, "is a boolean"),
+        ({"space": {"d_model": None}}, "cannot be None"),
+        ({"space": {"num_layers": [1, 2.5]}}, "takes positive integers"),
         ({"space": {"batch_size": [8]}}, "batches by tokens"),
         ({"space": {"batch_tokens": [64, 1024]}}, "at least max_length=128"),
         ({"space": [1]}, "`space` must be a dict"),
@@ -36,16 +44,13 @@ def test_missing_and_unknown_keys_are_named():
         TuneConfig.from_dict({**REQUIRED, "trials": 2})
 
 
-def test_the_0_1_0_dropout_dimension_still_works():
-    with pytest.warns(DeprecationWarning, match="dropout_rate"):
-        config = TuneConfig(**REQUIRED, space={"dropout_rate": [0.1, 0.2], "dff": [64]})
-    assert config.space == {"dropout": [0.1, 0.2], "dff": [64]}
+def test_ranges_round_trip_and_are_checked():
+    space = {
+        "dropout": {"min": 0.0, "max": 0.3, "step": 0.05},
+        "warmup_steps": {"min": 100, "max": 4000, "sampling": "log"},
+        "attention_dropout": None,
+    }
+    config = TuneConfig(**REQUIRED, space=space)
     assert TuneConfig.from_dict(config.to_dict()) == config
-
-
-def test_the_old_and_new_dropout_dimension_with_different_values_are_refused():
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="`dropout` was given"):
-        TuneConfig(**REQUIRED, space={"dropout_rate": [0.1], "dropout": [0.2]})
-    with pytest.warns(DeprecationWarning):  # the same value under both names agrees
-        config = TuneConfig(**REQUIRED, space={"dropout_rate": [0.1], "dropout": [0.1]})
-    assert config.space == {"dropout": [0.1]}
+    with pytest.raises(ValueError, match="at least max_length=128"):
+        TuneConfig(**REQUIRED, space={"batch_tokens": {"min": 64, "max": 2048, "step": 64}})
