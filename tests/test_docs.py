@@ -1,15 +1,23 @@
-"""The README and the guides under docs/ show commands that the command line
-accepts and Python that compiles, and every page's links lead somewhere:
-the documentation cannot drift from the flags or the files."""
+"""The README and the guides under docs/ run as written: every page's
+Python blocks run in a fresh process, the commands of the guides a
+newcomer follows run in order in one folder (tiny settings in place of the
+documented sizes), every documented command parses, and every link leads
+somewhere: the documentation cannot drift from the code, the flags or the
+files."""
 
 import glob
+import gzip
+import json
 import os
 import re
 import shlex
+import shutil
 
 import pytest
 
 from keras_transformer import cli
+from tests import docs_pages
+from tests.processes import free_port, run_python
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = [os.path.join(REPO, "README.md"), *sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))]
@@ -49,9 +57,132 @@ def test_every_documented_command_parses(page, argv):
         assert argv[argv.index("--engine") + 1] == "beam", argv
 
 
-@pytest.mark.parametrize("page,code", SNIPPETS, ids=[p for p, _ in SNIPPETS])
-def test_every_python_snippet_compiles(page, code):
-    compile(code, page, "exec")
+def _read(page):
+    with open(os.path.join(REPO, page), encoding="utf-8") as f:
+        return f.read()
+
+
+def _write_lines(path, lines):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "wt", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+
+
+def _pairs(count, seed):
+    from keras_transformer.data.synthetic import generate_pairs
+
+    return generate_pairs(count, seed=seed, max_words=12)
+
+
+def _parallel(workdir, prefix, count, seed, suffix=""):
+    pairs = _pairs(count, seed)
+    _write_lines(os.path.join(workdir, f"{prefix}.en{suffix}"), [en for en, _ in pairs])
+    _write_lines(os.path.join(workdir, f"{prefix}.de{suffix}"), [de for _, de in pairs])
+
+
+def _marian(workdir, request):
+    pytest.importorskip("transformers")
+    from tests.interop.marian_checkpoints import build_checkpoint
+
+    build_checkpoint(os.path.join(workdir, "opus-mt-en-de"))
+
+
+def _copy_run(request, workdir, name):
+    shutil.copytree(request.getfixturevalue("trained_run")["run"], os.path.join(workdir, name))
+
+
+# What each page assumes its reader has: their own files, a run of an
+# earlier step of the guides, a checkpoint from the hub (built here).
+def _given_readme(workdir, request):
+    _write_lines(os.path.join(workdir, "mono", "part-1.en"), [en for en, _ in _pairs(6, 5)])
+    _marian(workdir, request)
+
+
+def _given_training(workdir, request):
+    for split, count, seed in (("train", 400, 1), ("val", 40, 2), ("test", 20, 3)):
+        _parallel(workdir, split, count, seed, ".gz")
+    (yaml_block,) = docs_pages.blocks(_read("docs/training.md"), "yaml")
+    with open(os.path.join(workdir, "train.yaml"), "w", encoding="utf-8") as f:
+        f.write(yaml_block)
+
+
+def _given_serving(workdir, request):
+    _copy_run(request, workdir, os.path.join("runs", "demo"))
+
+
+def _given_pretrained(workdir, request):
+    _marian(workdir, request)
+    _parallel(workdir, "in-domain", 200, 4)
+
+
+def _given_corpus(workdir, request):
+    _copy_run(request, workdir, os.path.join("runs", "de-en"))
+    exports = os.path.join(workdir, "exports", "en-de")
+    shutil.copytree(request.getfixturevalue("export_base"), exports)
+    for i in (1, 2):
+        pairs = _pairs(5, 10 + i)
+        _write_lines(os.path.join(workdir, "mono", f"part-{i}.de.gz"), [de for _, de in pairs])
+        _write_lines(os.path.join(workdir, "mono", f"part-{i}.en"), [en for en, _ in pairs])
+        _write_lines(os.path.join(workdir, "crawl", f"part-{i}.en"), [en for en, _ in pairs])
+        _write_lines(os.path.join(workdir, "crawl", f"part-{i}.de"), [de for _, de in pairs])
+
+
+GIVEN = {
+    "README.md": _given_readme,
+    "docs/training.md": _given_training,
+    "docs/serving.md": _given_serving,
+    "docs/pretrained.md": _given_pretrained,
+    "docs/corpus.md": _given_corpus,
+}
+RUN_PAGES = sorted({*docs_pages.COMMAND_PAGES, *(page for page, _ in SNIPPETS)})
+
+
+def test_every_guide_line_is_run_or_skipped_with_its_reason():
+    for page in docs_pages.COMMAND_PAGES:
+        kinds = [kind for kind, _ in docs_pages.steps(_read(page))]
+        assert "cli" in kinds, page
+    with pytest.raises(ValueError, match="neither runs nor skips: 'rm -rf runs'"):
+        docs_pages.steps("```bash\nrm -rf runs\n```\n")
+
+
+@pytest.mark.parametrize("page", RUN_PAGES)
+def test_the_guide_runs_as_written(page, tmp_path, request):
+    """The page's commands in order (its ```bash blocks, for the guides a
+    newcomer follows), then its ```python blocks in one fresh process, in
+    a folder holding what the page assumes its reader has."""
+    data_dir = request.getfixturevalue("synthetic_tfds")
+    workdir = str(tmp_path / "work")
+    os.makedirs(workdir)
+    if page in GIVEN:
+        GIVEN[page](workdir, request)
+    grpc_port, rest_port = free_port(), free_port()
+    steps = []
+    if page in docs_pages.COMMAND_PAGES:
+        for kind, payload in docs_pages.steps(_read(page)):
+            if kind == "cli":
+                payload = docs_pages.tiny(payload, data_dir)
+                if payload[0] == "serve" and "--rest-api-port" not in payload:
+                    payload = [*payload, "--rest-api-port", "8501"]
+                if payload[0] == "serve" and "--model-name" not in payload:
+                    payload = [*payload, "--model-name", "default"]
+            if kind != "skip":
+                payload = docs_pages.with_ports(payload, grpc_port, rest_port)
+            steps.append((kind, payload))
+    snippets = [
+        docs_pages.with_ports(code, grpc_port, rest_port) for p, code in SNIPPETS if p == page
+    ]
+    plan = {
+        "workdir": workdir,
+        "steps": steps,
+        "snippets": snippets,
+        # The reader's default TFDS folder: the synthetic corpus, built once.
+        "env": {"TFDS_DATA_DIR": data_dir, "KT_OFFLINE": "1"},
+    }
+    plan_path = tmp_path / "plan.json"
+    plan_path.write_text(json.dumps(plan), encoding="utf-8")
+    result = run_python(os.path.join(REPO, "tests", "docs_driver.py"), str(plan_path), timeout=1500)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
 
 
 # Pages a reader follows links through: the guides, their notes, the

@@ -289,3 +289,57 @@ def generate_pairs(num_pairs, seed=0, min_words=3, max_words=40):
         if min_words <= len(en.split()) <= max_words:
             pairs.append((en, de))
     return pairs
+
+
+# The splits of the synthetic dataset: `(pairs, seed)`.
+SPLITS = {"train": (60_000, 1), "validation": (1_000, 2), "test": (1_000, 3)}
+
+
+def split_pairs(split):
+    """The pairs of one split of the synthetic dataset (`--dataset
+    synthetic`), as its tensorflow-datasets builder writes them: held-out
+    splits never repeat a training sentence.
+
+    Args:
+        split: `"train"`, `"validation"` or `"test"`.
+
+    Returns:
+        A list of `(english, german)` strings.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"`split` must be one of {', '.join(SPLITS)}. Received: split={split!r}")
+    size, seed = SPLITS[split]
+    train_sources = set()
+    if split != "train":
+        train_sources = {en for en, _ in generate_pairs(*SPLITS["train"])}
+    pairs = generate_pairs(size + len(train_sources) // 10, seed)
+    return [(en, de) for en, de in pairs if en not in train_sources][:size]
+
+
+def write_split(split, prefix):
+    """Writes one split as parallel text files `PREFIX.en` and `PREFIX.de`,
+    one sentence a line, for `evaluate --source PREFIX.en --reference
+    PREFIX.de` (`python -m keras_transformer.data.synthetic test test`).
+
+    Returns:
+        The two paths.
+    """
+    paths = (f"{prefix}.en", f"{prefix}.de")
+    pairs = split_pairs(split)
+    for side, path in enumerate(paths):
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(pair[side] + "\n" for pair in pairs)
+    return paths
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_transformer.data.synthetic",
+        description="Writes a split of the synthetic dataset as PREFIX.en and PREFIX.de.",
+    )
+    parser.add_argument("split", choices=tuple(SPLITS))
+    parser.add_argument("prefix", help="the files' path without .en and .de")
+    args = parser.parse_args()
+    print(*write_split(args.split, args.prefix))

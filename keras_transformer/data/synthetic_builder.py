@@ -9,7 +9,7 @@ import tensorflow_datasets as tfds
 
 from keras_transformer.data import synthetic
 
-SPLITS = {"train": (60_000, 1), "validation": (1_000, 2), "test": (1_000, 3)}
+SPLITS = synthetic.SPLITS
 
 
 class SyntheticTranslation(tfds.core.GeneratorBasedBuilder):
@@ -30,14 +30,5 @@ class SyntheticTranslation(tfds.core.GeneratorBasedBuilder):
         return {name: self._generate_examples(name) for name in SPLITS}
 
     def _generate_examples(self, split):
-        size, seed = SPLITS[split]
-        train_sources = set()
-        if split != "train":
-            # Held-out splits never repeat a training sentence.
-            train_sources = {
-                en for en, _ in synthetic.generate_pairs(SPLITS["train"][0], SPLITS["train"][1])
-            }
-        pairs = synthetic.generate_pairs(size + len(train_sources) // 10, seed)
-        kept = [(en, de) for en, de in pairs if en not in train_sources][:size]
-        for index, (en, de) in enumerate(kept):
+        for index, (en, de) in enumerate(synthetic.split_pairs(split)):
             yield index, {"en": en, "de": de}
