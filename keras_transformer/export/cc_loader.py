@@ -5,7 +5,8 @@ TensorFlow wheel (`libtensorflow_cc.so.2` and its headers), once per source
 and TensorFlow version; `run()` loads an export with
 `tensorflow::LoadSavedModel` (tag `serve`) after tensorflow-text's op
 libraries, as a TF Serving build with TensorFlow Text has them, and runs one
-signature. An export that runs here runs in TF Serving's runtime.
+signature. This is the loader TF Serving links; the `tensorflow_model_server`
+binary itself is not run here.
 
 Example:
 

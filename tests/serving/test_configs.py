@@ -81,3 +81,92 @@ def test_the_local_server_serves_the_shipped_config(export_base, tmp_path):
         assert sorted(serving.models.manager("translator").versions) == [1]
     finally:
         serving.stop()
+
+
+def _kubernetes(name):
+    return list(yaml.safe_load_all(_read(os.path.join("kubernetes", name))))
+
+
+def _tensorflow_release():
+    """The release of TensorFlow that exports are made with (setup.cfg's pin)."""
+    import tensorflow as tf
+
+    return tf.__version__.split("-")[0]
+
+
+def _container():
+    (deployment,) = _kubernetes("deployment.yaml")
+    assert deployment["kind"] == "Deployment"
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return deployment, container
+
+
+def test_the_images_are_the_tf_serving_release_of_the_exports_tensorflow():
+    release = _tensorflow_release()
+    _, container = _container()
+    for image, environment in (
+        (_compose()["image"], _compose()["environment"]),
+        (container["image"], [f"{e['name']}={e['value']}" for e in container["env"]]),
+    ):
+        assert image == f"tensorflow/serving:{release}", image
+        (xla,) = [e for e in environment if e.startswith("TF_XLA_FLAGS=")]
+        # One TensorFlow release and one machine type per XLA cache prefix.
+        assert f"--tf_xla_persistent_cache_prefix=tensorflow_serving_{release}_x86_64" in xla
+    setup = open(os.path.join(os.path.dirname(SERVING), "setup.cfg"), encoding="utf-8").read()
+    major_minor = ".".join(release.split(".")[:2])
+    assert f"tensorflow>={major_minor},<" in setup
+
+
+def test_the_deployment_runs_what_the_compose_file_runs_and_the_service_fronts_it():
+    deployment, container = _container()
+    flags = dict(arg.split("=", 1) for arg in container["args"])
+    compose_flags = dict(arg.split("=", 1) for arg in _compose()["command"])
+    for flag in ("--enable_batching", "--xla_cpu_compilation_enabled"):
+        assert flags[flag] == compose_flags[flag] == "true"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert os.path.dirname(flags["--model_config_file"]) == mounts["config"]
+    assert os.path.dirname(flags["--batching_parameters_file"]) == mounts["config"]
+    (config,) = _parse(_read("models.config")).model_config_list.config
+    assert os.path.dirname(config.base_path) == mounts["models"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"grpc": int(flags["--port"]), "rest": int(flags["--rest_api_port"])}
+    requests = container["resources"]["requests"]
+    assert requests["cpu"] and requests["memory"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    (service,) = _kubernetes("service.yaml")
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert {p["targetPort"] for p in service["spec"]["ports"]} == set(ports)
+    (autoscaler,) = _kubernetes("hpa.yaml")
+    target = autoscaler["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
+    assert autoscaler["spec"]["minReplicas"] <= autoscaler["spec"]["maxReplicas"]
+
+
+def test_the_probes_ask_what_keras_transformer_serve_answers_as_tf_serving(export_base, tmp_path):
+    """The readiness and liveness probes' paths, on the REST port, against
+    `keras-transformer serve` serving the shipped config: 200 once the
+    version is AVAILABLE, as TF Serving's model-status endpoint."""
+    import json
+    import urllib.request
+
+    from keras_transformer.serving.model_config import read_model_config
+    from keras_transformer.serving.options import ServerOptions
+    from keras_transformer.serving.server import start
+
+    _, container = _container()
+    probes = [container["readinessProbe"]["httpGet"], container["livenessProbe"]["httpGet"]]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert {probe["port"] for probe in probes} == {ports["rest"]}
+    local = tmp_path / "models.config"
+    local.write_text(_read("models.config").replace("/models/translator", export_base))
+    options = ServerOptions(port=0, rest_api_port=0, poll_seconds=0)
+    serving = start(options, read_model_config(str(local)))
+    try:
+        for probe in probes:
+            url = f"http://127.0.0.1:{serving.rest_port}{probe['path']}"
+            with urllib.request.urlopen(url, timeout=30) as answer:
+                assert answer.status == 200
+                states = [v["state"] for v in json.load(answer)["model_version_status"]]
+            assert states == ["AVAILABLE"]
+    finally:
+        serving.stop()
