@@ -16,8 +16,9 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
+
+from tests.serving.conftest import wait_for
 
 SERVE_TIMEOUT = 240
 
@@ -26,19 +27,19 @@ def _wait_for_model(rest_port, name, server):
     """Waits until the server reports a version of `name` AVAILABLE, as a
     readiness probe on TF Serving's model-status endpoint does."""
     url = f"http://127.0.0.1:{rest_port}/v1/models/{name}"
-    deadline = time.monotonic() + SERVE_TIMEOUT
-    while time.monotonic() < deadline:
+
+    def available():
         if server.poll() is not None:
             raise RuntimeError(f"serve exited with {server.returncode} before {name} was up")
         try:
             with urllib.request.urlopen(url, timeout=5) as answer:
                 states = [v["state"] for v in json.load(answer)["model_version_status"]]
-            if "AVAILABLE" in states:
-                return
         except OSError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"{name} was not AVAILABLE within {SERVE_TIMEOUT} s")
+            return False
+        return "AVAILABLE" in states
+
+    if not wait_for(available, SERVE_TIMEOUT, interval=0.5):
+        raise RuntimeError(f"{name} was not AVAILABLE within {SERVE_TIMEOUT} s")
 
 
 def _flag(argv, flag, default=None):

@@ -9,8 +9,6 @@ import tensorflow_datasets as tfds
 
 from keras_transformer.data import synthetic
 
-SPLITS = synthetic.SPLITS
-
 
 class SyntheticTranslation(tfds.core.GeneratorBasedBuilder):
     """English -> German-like pairs from `keras_transformer.data.synthetic`."""
@@ -27,7 +25,7 @@ class SyntheticTranslation(tfds.core.GeneratorBasedBuilder):
         )
 
     def _split_generators(self, dl_manager):
-        return {name: self._generate_examples(name) for name in SPLITS}
+        return {name: self._generate_examples(name) for name in synthetic.SPLITS}
 
     def _generate_examples(self, split):
         for index, (en, de) in enumerate(synthetic.split_pairs(split)):

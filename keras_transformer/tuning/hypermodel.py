@@ -79,15 +79,14 @@ class TransformerHyperModel(keras_tuner.HyperModel):
         self.max_length = max_length
         self.objective_callbacks = list(objective_callbacks)
         self.jit_compile = bool(jit_compile)
+        for key in sorted(set(overrides) - set(DEFAULT_SPACE)):
+            check_dimension(key, overrides[key])  # names the unknown dimension
         self.space = {
             key: check_dimension(key, overrides.get(key, default))
             for key, default in DEFAULT_SPACE.items()
         }
-        for key in overrides:  # names an unknown one
-            check_dimension(key, overrides[key])
+        # An integer dimension: a list, or an Int range's values.
         d_models = dimension_values(self.space["d_model"])
-        if d_models is None:
-            raise ValueError("Search dimension 'd_model' takes integers")
         heads = [
             h
             for h in dimension_values(self.space["num_heads"])
