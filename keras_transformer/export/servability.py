@@ -1,5 +1,6 @@
 """Checks that a SavedModel runs in TensorFlow Serving as it is."""
 
+import functools
 import json
 import os
 import subprocess
@@ -9,13 +10,14 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_transformer.export.compiled import XLA_FLAG, read_export_info
 
-_LIST_UNKNOWN_OPS = """
-import json, sys
+_LIST_SERVING_OPS = """
+import json
 import tensorflow as tf
 import tensorflow_text  # TF Serving links tensorflow-text's op library
-from tensorflow.python.framework import op_def_registry
-ops = json.loads(sys.stdin.read())
-print(json.dumps(sorted(op for op in ops if op_def_registry.get(op) is None)))
+from tensorflow.core.framework import op_def_pb2
+from tensorflow.python.client import pywrap_tf_session as c_api
+ops = op_def_pb2.OpList.FromString(c_api.TF_GetBuffer(c_api.TF_GetAllOpList()))
+print(json.dumps(sorted(op.name for op in ops.op)))
 """
 
 
@@ -41,6 +43,24 @@ def graph_ops(export_dir):
                 if node.attr.get("_XlaMustCompile") and node.attr["_XlaMustCompile"].b:
                     xla_functions.append(f"{function.signature.name}/{node.name}")
     return ops, xla_functions
+
+
+@functools.cache
+def serving_ops():
+    """The op types of TensorFlow's core and TensorFlow Text, as a process
+    that loads only those two registers them: this process may have loaded
+    other op libraries, which TF Serving would not have. Listed once a
+    process (a fresh interpreter takes some seconds to import TensorFlow),
+    for every export it checks."""
+    result = subprocess.run(
+        [sys.executable, "-c", _LIST_SERVING_OPS],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"Could not list TF Serving's ops: {result.stderr[-2000:]}")
+    return frozenset(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
 def check_servable(export_dir):
@@ -72,16 +92,7 @@ def check_servable(export_dir):
                 f"Serving runs without XLA: {sorted(xla_functions)[:10]}; export with "
                 f"--jit-compile (served with {XLA_FLAG})"
             )
-    result = subprocess.run(
-        [sys.executable, "-c", _LIST_UNKNOWN_OPS],
-        input=json.dumps(sorted(ops)),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"Could not check the ops of {export_dir}: {result.stderr[-2000:]}")
-    unknown = json.loads(result.stdout.strip().splitlines()[-1])
+    unknown = sorted(ops - serving_ops())
     if unknown:
         raise NotServableError(
             f"{export_dir} uses ops that TF Serving (TensorFlow core + TensorFlow Text) "
