@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 
 from tests.serving.conftest import wait_for
@@ -92,11 +93,14 @@ def main(plan_path):
     servers = []
     try:
         for kind, payload in plan["steps"]:
+            start = time.monotonic()
             try:
                 _run_step(kind, payload, servers, env)
             except Exception as error:  # named in one line, below
                 print(f"FAILED step {kind} {payload}: {error}", flush=True)
                 return 1
+            # Each step's time, so that a slow page says which step it was.
+            print(f"{time.monotonic() - start:.1f} s", flush=True)
         if plan["snippets"]:
             code = "\n\n".join(plan["snippets"])
             result = subprocess.run([sys.executable, "-c", code], env=env, timeout=900)

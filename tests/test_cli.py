@@ -83,7 +83,8 @@ def test_serve_passes_the_thread_pools_and_limits(monkeypatch, tmp_path):
     argv = ["serve", "--model-base-path", str(tmp_path), "--model-name", "translator"]
     flags = ["--tensorflow-intra-op-parallelism", "1", "--tensorflow-inter-op-parallelism", "2",
              "--grpc-max-threads", "3", "--rest-api-num-threads", "4",
-             "--rest-api-timeout-in-ms", "500", "--no-split-large-requests"]  # fmt: skip
+             "--rest-api-timeout-in-ms", "500", "--no-split-large-requests",
+             "--no-enable-model-warmup"]  # fmt: skip
     assert cli.main(argv + flags) == 0
     options = calls[0]
     assert (options.tensorflow_intra_op_parallelism, options.tensorflow_inter_op_parallelism) == (
@@ -92,7 +93,7 @@ def test_serve_passes_the_thread_pools_and_limits(monkeypatch, tmp_path):
     assert (options.predict_threads, options.rest_threads, options.rest_timeout_seconds) == (
         3, 4, 0.5,
     )  # fmt: skip
-    assert options.batching["split"] is False
+    assert options.batching["split"] is False and options.enable_model_warmup is False
 
 
 def test_serve_reads_a_config_file_that_flags_override(monkeypatch, tmp_path):

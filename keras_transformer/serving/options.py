@@ -124,6 +124,10 @@ class ServerOptions:
             flag: a connection that has not sent a whole request this long
             after its last answer is closed, and a request still working
             after this long is answered 504.
+        enable_model_warmup: replay each version's warmup records
+            (`assets.extra/tf_serving_warmup_requests`) before it serves,
+            as TF Serving's flag; off, a version serves once loaded and its
+            first requests pay the first runs.
         xla_cache_dir: a folder where TensorFlow keeps the XLA programs
             that `--jit-compile` versions compile as they load, so that a
             restart, or another server on the same kind of machine, reads
@@ -160,6 +164,7 @@ class ServerOptions:
     grpc_hold_cancelling_ms: int = 250
     rest_api_num_threads: int | None = None
     rest_api_timeout_in_ms: int = 30000
+    enable_model_warmup: bool = True
     xla_cache_dir: str | None = None
 
     # `tensorflow_model_server`'s own flag of each setting that has one: the

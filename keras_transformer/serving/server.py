@@ -457,7 +457,7 @@ def start(options, entries=None):
         return ModelManager(
             entry.base_path, entry.name, entry.version_policy, options.poll_seconds,
             options.batching, entry.labels, num_latest=entry.num_latest,
-            session_config=session_config, entry=entry,
+            session_config=session_config, entry=entry, warmup=options.enable_model_warmup,
         )  # fmt: skip
 
     models = Models(limits)
@@ -496,7 +496,7 @@ def start(options, entries=None):
 def _shorthand_options(host="127.0.0.1", port=8500, rest_api_port=None, poll_seconds=2.0,
                     batching=None, max_workers=None, limits=None, model_config_file=None,
                     config_poll_seconds=60.0, intra_op_threads=0,
-                    inter_op_threads=0):  # fmt: skip
+                    inter_op_threads=0, warmup=True):  # fmt: skip
     """`ServerOptions` from `start_server`'s keyword arguments."""
     batching = {"max_batch_size": 32, "timeout": 0.005, "split": True, **(batching or {})}
     limits = limits or RequestLimits()
@@ -509,7 +509,7 @@ def _shorthand_options(host="127.0.0.1", port=8500, rest_api_port=None, poll_sec
         max_request_bytes=limits.max_request_bytes, model_config_file=model_config_file,
         model_config_file_poll_wait_seconds=config_poll_seconds,
         tensorflow_intra_op_parallelism=intra_op_threads,
-        tensorflow_inter_op_parallelism=inter_op_threads,
+        tensorflow_inter_op_parallelism=inter_op_threads, enable_model_warmup=warmup,
     )  # fmt: skip
 
 
@@ -533,7 +533,8 @@ def start_server(model_base_path, model_name, version_policy="latest", version_l
     dict; the other keyword arguments (`host`, `port`, `rest_api_port`,
     `poll_seconds`, `batching` as `{"max_batch_size", "timeout", "split"}`,
     `max_workers`, `limits` as `RequestLimits`, `intra_op_threads`,
-    `inter_op_threads`) are a few `ServerOptions` under short names.
+    `inter_op_threads`, `warmup`) are a few `ServerOptions` under short
+    names.
     """
     entry = _one_model(model_base_path, model_name, version_policy, version_labels)
     serving = start(_shorthand_options(**settings), [entry])

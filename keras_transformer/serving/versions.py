@@ -57,23 +57,25 @@ class Version:
 
     Loading replays the export's warmup records
     (`assets.extra/tf_serving_warmup_requests`) before the version serves,
-    as TF Serving does; a record that fails fails the load. `warmed_up`
-    counts the records; `load_seconds` and `warmup_seconds` time the two
+    as TF Serving does, unless `warmup` is False (TF Serving's
+    `--enable_model_warmup=false`); a record that fails fails the load.
+    `warmed_up` counts the records replayed; `load_seconds` and `warmup_seconds` time the two
     parts (an XLA-compiled export compiles its programs in the second).
     With the XLA cache on (`xla_cache.enable`), `xla_programs_compiled`
     counts the programs of a compiled export that the warmup compiled
     rather than read from the cache.
     """
 
-    def __init__(self, number, path, batching, session_config=None):
+    def __init__(self, number, path, batching, session_config=None, warmup=True):
         self.number = number
         self.path = path
         start = time.monotonic()
         self.model = SessionModel(path, config=session_config)
         self.load_seconds = time.monotonic() - start
         self.xla_programs_compiled = None
+        self.warmup_seconds = 0.0
         try:
-            self.warmed_up = self._warm_up()
+            self.warmed_up = self._warm_up() if warmup else 0
         except Exception:
             self.model.close()
             raise
@@ -221,11 +223,12 @@ class ModelManager:
         session_config: the `tf.compat.v1.ConfigProto` of every version's
             session; `None` takes TensorFlow's defaults.
         entry: the `ModelEntry` of a model config file it serves, if any.
+        warmup: replay each version's warmup records before it serves.
     """
 
     def __init__(self, base_path, name, version_policy="latest", poll_seconds=2.0,
                  batching=None, version_labels=None, num_latest=1,
-                 session_config=None, entry=None):  # fmt: skip
+                 session_config=None, entry=None, warmup=True):  # fmt: skip
         self.entry = entry
         if not (version_policy in ("latest", "all") or isinstance(version_policy, (list, tuple))):
             raise ValueError(
@@ -240,6 +243,7 @@ class ModelManager:
         self.version_policy = version_policy
         self.num_latest = num_latest
         self.session_config = session_config
+        self.warmup = warmup
         self.batching = {"max_batch_size": 32, "timeout": 0.005}
         self.batching.update(batching or {})
         self.lock = threading.Lock()
@@ -285,7 +289,9 @@ class ModelManager:
             if number in self.failed and self.failed[number][0] == stamp:
                 continue  # refused; retried once any file under it changes
             try:
-                version = Version(number, on_disk[number], self.batching, self.session_config)
+                version = Version(
+                    number, on_disk[number], self.batching, self.session_config, self.warmup
+                )
             except Exception as error:
                 self.failed[number] = (stamp, str(error).strip().splitlines()[-1][:2000])
                 log.error("Refusing version %s of %s: %s", number, self.name, error)

@@ -32,7 +32,8 @@ def test_train_export_serve_query_and_swap(trained_run, tmp_path):
     in_process = local.stdout.splitlines()
     assert len(in_process) == 2
 
-    server, port = start_serve(base, "--poll-seconds", "0.5")
+    # Warmup is tested on its own (tests/serving/test_hostile_clients.py).
+    server, port = start_serve(base, "--poll-seconds", "0.5", "--no-enable-model-warmup")
     try:
         remote = _cli(
             "client", "--server", f"127.0.0.1:{port}", "--model", "translator", *SENTENCES

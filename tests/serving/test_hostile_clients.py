@@ -277,6 +277,21 @@ def test_warmup_records_are_replayed_before_serving(served):
     assert served["manager"].versions[1].warmed_up == 2 * len(SIGNATURES)
 
 
+def test_warmup_can_be_left_off(served):
+    # As TF Serving's --enable_model_warmup=false: the same export serves
+    # at once, and its first request runs what the records would have.
+    server, port, manager = start_server(served["base"], "translator", port=0, poll_seconds=0,
+                                         warmup=False)  # fmt: skip
+    try:
+        assert manager.versions[1].warmed_up == 0
+        with GrpcTranslationClient(f"127.0.0.1:{port}", "translator") as cold, \
+                GrpcTranslationClient(served["address"], "translator") as warm:  # fmt: skip
+            assert cold.translate(["The dog sleeps."]) == warm.translate(["The dog sleeps."])
+    finally:
+        server.stop(0)
+        manager.stop()
+
+
 def test_a_failing_warmup_refuses_the_version(served, tmp_path):
     base = str(tmp_path / "translator")
     shutil.copytree(os.path.join(served["base"], "1"), os.path.join(base, "3"))
@@ -477,7 +492,7 @@ def test_a_good_client_loses_nothing_while_others_flood_with_expiring_calls(serv
     The cancelling connections are found out, and their calls held: many
     are dropped before any work, counted as CANCELLED at intake."""
     rest_port = free_port()
-    server, port = start_serve(serving_export, "--poll-seconds", "0",
+    server, port = start_serve(serving_export, "--poll-seconds", "0", "--no-enable-model-warmup",
                                "--rest-api-port", str(rest_port))  # fmt: skip
     address = f"127.0.0.1:{port}"
     try:

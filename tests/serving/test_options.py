@@ -20,6 +20,7 @@ def test_defaults_are_tf_servings():
     )  # fmt: skip
     assert options.predict_threads == options.rest_threads >= 4  # 4 per CPU
     assert options.batching == {"max_batch_size": 32, "timeout": 0.005, "split": True}
+    assert options.enable_model_warmup is True
 
 
 def test_from_dict_round_trips_and_refuses_unknown_keys():
