@@ -109,6 +109,7 @@ class Translator(tf.Module):
     ):
         super().__init__(name=name)
         limit = model.max_length
+        self.max_length = int(limit)
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
@@ -145,10 +146,12 @@ class Translator(tf.Module):
             autograph=False,
         )
 
-    def encode_text(self, text):
-        """`[batch]` strings -> padded source ids `[batch, length]`."""
+    def encode_text(self, text, max_length=None):
+        """`[batch]` strings -> padded source ids `[batch, length]`, each
+        cut to `max_length` tokens, end token included (default
+        `max_input_length`)."""
         ids = self.source_tokenizer.tokenize(text)
-        ids = ids[:, : self.max_input_length - 1]
+        ids = ids[:, : (max_length or self.max_input_length) - 1]
         end = tf.fill([ids.nrows(), 1], END_ID)
         ids = tf.concat([ids, end], axis=1)
         return ids.to_tensor(default_value=0)  # [batch, source_length]
@@ -373,9 +376,14 @@ class Translator(tf.Module):
     def score(self, text, translation):
         """How likely the model finds each given translation of each text.
 
-        The translation is tokenized, cut to `max_output_length - 1` tokens
-        and closed with the end token; one teacher-forced pass gives every
-        token's log-probability (as fairseq-score and OpenNMT-tf's `score`).
+        The text and the translation are tokenized and closed with the end
+        token; one teacher-forced pass gives every token's log-probability
+        (as fairseq-score and OpenNMT-tf's `score`). Each is cut only where
+        the model's position table ends (`max_length` tokens, end token
+        included), as `transformers` scores every label and CTranslate2's
+        `score_batch` cuts at its input limit: never at `max_output_length`
+        or `max_input_length`, which bound what a search generates and
+        reads. `length` shows what a cut left.
         Text is scored as the tokenizer segments it: a sampled translation
         whose pieces were not that segmentation (rare pieces drawn one by
         one) scores as the segmentation of its text.
@@ -401,8 +409,8 @@ class Translator(tf.Module):
             message="`text` and `translation` must have the same number of rows",
         )
         with tf.control_dependencies([rows_match]):
-            source_ids = self.encode_text(text)
-        ids = self.target_tokenizer.tokenize(translation)[:, : self.max_output_length - 1]
+            source_ids = self.encode_text(text, self.max_length)
+        ids = self.target_tokenizer.tokenize(translation)[:, : self.max_length - 1]
         rows = ids.nrows()
         labels = tf.concat([ids, tf.fill([rows, 1], END_ID)], axis=1)
         inputs = tf.concat([tf.fill([rows, 1], START_ID), ids], axis=1).to_tensor(0)
@@ -414,14 +422,26 @@ class Translator(tf.Module):
         if "score" not in self._compiled:
             self._compiled["score"] = tf.function(self._log_prob, jit_compile=True)
         # Source and translation share one compiled length: the programs
-        # stay one per (batch, length).
-        length = self.shapes.bucket(tf.maximum(tf.shape(source_ids)[1], tf.shape(labels)[1]))
-        padded = [
-            tf.pad(t, [[0, 0], [0, length - tf.shape(t)[1]]]) for t in (source_ids, inputs, labels)
-        ]
+        # stay one per (batch, length). Rows longer than the longest program
+        # (up to the position table) run uncompiled rather than cut.
+        needed = tf.maximum(tf.shape(source_ids)[1], tf.shape(labels)[1])
         score = self._compiled["score"]
-        (log_prob,) = self.shapes.run(
-            lambda first, *rows: score(*rows), [*padded, lengths], [([], tf.float32)]
+
+        def compiled():
+            length = self.shapes.bucket(needed)
+            padded = [
+                tf.pad(t, [[0, 0], [0, length - tf.shape(t)[1]]])
+                for t in (source_ids, inputs, labels)
+            ]
+            (log_prob,) = self.shapes.run(
+                lambda first, *rows: score(*rows), [*padded, lengths], [([], tf.float32)]
+            )
+            return log_prob
+
+        log_prob = tf.cond(
+            needed <= self.shapes.lengths[-1],
+            compiled,
+            lambda: self._log_prob(source_ids, inputs, labels, lengths),
         )
         return {"log_prob": log_prob, "length": lengths}
 

@@ -63,7 +63,9 @@ def export_translator(
     - `score`: inputs `text` and `translation`; outputs `log_prob` float32
       `[batch]` (the sum of the translation's token log-probabilities, end
       token included) and `length` int32 `[batch]` (tokens summed), for
-      reranking and corpus filtering.
+      reranking and corpus filtering. Text and translation are cut only
+      at the model's position table, never at `max_input_length` or
+      `max_output_length` (see `Translator.score`).
 
     Inputs longer than `max_input_length` tokens are truncated; an empty
     string translates to an empty string; invalid UTF-8 bytes are replaced

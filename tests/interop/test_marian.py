@@ -151,6 +151,43 @@ def _decoded(values):
     return [v.decode("utf-8") for v in np.asarray(values).reshape(-1)]
 
 
+def _transformers_sums(imported, sources, targets):
+    """`transformers`' own teacher-forced log-probability of every label."""
+    batch = imported["hf_tokenizer"](sources, text_target=targets, padding=True,
+                                     return_tensors="pt")  # fmt: skip
+    with torch.no_grad():
+        logits = imported["hf"](**batch).logits
+    labels = batch["labels"]
+    picked = torch.gather(torch.log_softmax(logits, -1), -1, labels.clamp(min=0)[..., None])
+    real = labels != imported["hf"].config.pad_token_id
+    return picked[..., 0].masked_fill(~real, 0.0).sum(-1).numpy(), real.sum(-1).numpy()
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["plain", "compiled"])
+def test_score_cuts_only_at_the_position_table(imported, jit_compile):
+    # Sources and targets of 14 to 64 tokens, past an input and generation
+    # cap of 8: each is scored whole, as transformers scores its labels
+    # (its position table is 64).
+    sources = checkpoints.SOURCE_TEXT[:3]
+    targets = [checkpoints.TARGET_TEXT[3], checkpoints.TARGET_TEXT[0],
+               " ".join(checkpoints.TARGET_TEXT[0:3:2])]  # fmt: skip
+    expected, lengths = _transformers_sums(imported, sources, targets)
+    assert lengths.min() > 8 and lengths.max() > 48, lengths
+    # Compiled for 8 tokens at most: longer rows run uncompiled, not cut.
+    translator = Translator(imported["model"], imported["source"], imported["target"],
+                            max_input_length=8, max_output_length=8, jit_compile=jit_compile,
+                            batch_sizes=(4,) if jit_compile else None,
+                            lengths=(8,) if jit_compile else None)  # fmt: skip
+    score = tf.function(translator.score, autograph=False)
+    scored = score(tf.constant(sources), tf.constant(targets))
+    np.testing.assert_array_equal(scored["length"].numpy(), lengths)
+    np.testing.assert_allclose(scored["log_prob"].numpy(), expected, rtol=1e-5, atol=2e-4)
+    # Past the table, the cut is the table's, and `length` says so.
+    long = " ".join(checkpoints.TARGET_TEXT * 4)
+    cut = score(tf.constant([sources[0]]), tf.constant([long]))
+    assert cut["length"].numpy().tolist() == [imported["model"].max_length]
+
+
 def test_the_run_keeps_the_checkpoint_generation_settings(imported):
     generation = imported["generation"]
     renormalized = bool(imported["hf"].generation_config.renormalize_logits)
