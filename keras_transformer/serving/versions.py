@@ -59,8 +59,9 @@ class Version:
     (`assets.extra/tf_serving_warmup_requests`) before the version serves,
     as TF Serving does, unless `warmup` is False (TF Serving's
     `--enable_model_warmup=false`); a record that fails fails the load.
-    `warmed_up` counts the records replayed; `load_seconds` and `warmup_seconds` time the two
-    parts (an XLA-compiled export compiles its programs in the second).
+    `warmed_up` counts the records replayed; `load_seconds` and
+    `warmup_seconds` time the two parts (an XLA-compiled export compiles
+    its programs in the second).
     With the XLA cache on (`xla_cache.enable`), `xla_programs_compiled`
     counts the programs of a compiled export that the warmup compiled
     rather than read from the cache.

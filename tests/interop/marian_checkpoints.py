@@ -159,5 +159,20 @@ def hf_model(folder):
     return MarianMTModel.from_pretrained(folder).eval()
 
 
+def hf_log_probs(model, tokenizer, sources, targets):
+    """`transformers`' own teacher-forced scores: `(sums, lengths)`, the
+    log-probability of every label of each row and how many labels it
+    has, end token included."""
+    import torch
+
+    batch = tokenizer(sources, text_target=targets, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**batch).logits
+    labels = batch["labels"]
+    picked = torch.gather(torch.log_softmax(logits, -1), -1, labels.clamp(min=0)[..., None])
+    real = labels != model.config.pad_token_id
+    return picked[..., 0].masked_fill(~real, 0.0).sum(-1).numpy(), real.sum(-1).numpy()
+
+
 def as_numpy(tensor):
     return np.asarray(tensor.detach().cpu().numpy())

@@ -151,18 +151,6 @@ def _decoded(values):
     return [v.decode("utf-8") for v in np.asarray(values).reshape(-1)]
 
 
-def _transformers_sums(imported, sources, targets):
-    """`transformers`' own teacher-forced log-probability of every label."""
-    batch = imported["hf_tokenizer"](sources, text_target=targets, padding=True,
-                                     return_tensors="pt")  # fmt: skip
-    with torch.no_grad():
-        logits = imported["hf"](**batch).logits
-    labels = batch["labels"]
-    picked = torch.gather(torch.log_softmax(logits, -1), -1, labels.clamp(min=0)[..., None])
-    real = labels != imported["hf"].config.pad_token_id
-    return picked[..., 0].masked_fill(~real, 0.0).sum(-1).numpy(), real.sum(-1).numpy()
-
-
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["plain", "compiled"])
 def test_score_cuts_only_at_the_position_table(imported, jit_compile):
     # Sources and targets of 14 to 64 tokens, past an input and generation
@@ -171,7 +159,8 @@ def test_score_cuts_only_at_the_position_table(imported, jit_compile):
     sources = checkpoints.SOURCE_TEXT[:3]
     targets = [checkpoints.TARGET_TEXT[3], checkpoints.TARGET_TEXT[0],
                " ".join(checkpoints.TARGET_TEXT[0:3:2])]  # fmt: skip
-    expected, lengths = _transformers_sums(imported, sources, targets)
+    expected, lengths = checkpoints.hf_log_probs(imported["hf"], imported["hf_tokenizer"],
+                                                 sources, targets)  # fmt: skip
     assert lengths.min() > 8 and lengths.max() > 48, lengths
     # Compiled for 8 tokens at most: longer rows run uncompiled, not cut.
     translator = Translator(imported["model"], imported["source"], imported["target"],

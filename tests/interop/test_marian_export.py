@@ -24,15 +24,9 @@ PAIRS = list(zip(checkpoints.SOURCE_TEXT[:6], checkpoints.TARGET_TEXT[:6]))
 
 
 def _hf_log_probs(folder, sources, targets):
-    model, tokenizer = checkpoints.hf_model(folder), checkpoints.hf_tokenizer(folder)
-    batch = tokenizer(sources, text_target=targets, padding=True, return_tensors="pt")
-    with torch.no_grad():
-        logits = model(**batch).logits
-    log_probs = torch.log_softmax(logits, -1)
-    labels = batch["labels"]
-    picked = torch.gather(log_probs, -1, labels.clamp(min=0)[..., None])[..., 0]
-    picked = picked.masked_fill(labels == model.config.pad_token_id, 0.0)
-    return picked.sum(-1).numpy(), labels.numpy()
+    return checkpoints.hf_log_probs(
+        checkpoints.hf_model(folder), checkpoints.hf_tokenizer(folder), sources, targets
+    )
 
 
 def _our_log_probs(run, sources, targets):
