@@ -21,16 +21,14 @@ from tests.processes import free_port, run_python
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = [os.path.join(REPO, "README.md"), *sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))]
-_BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
 
 
 def _blocks(language):
     for page in PAGES:
         with open(page, encoding="utf-8") as f:
             text = f.read()
-        for kind, body in _BLOCK.findall(text):
-            if kind == language:
-                yield os.path.relpath(page, REPO), body
+        for body in docs_pages.blocks(text, language):
+            yield os.path.relpath(page, REPO), body
 
 
 def _commands():
