@@ -27,7 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_transformer.decoding import beam_search, greedy_search  # noqa: E402
+from keras_transformer.decoding import Rules, beam_search, greedy_search  # noqa: E402
 
 LAYERS, D_MODEL, DFF, VOCAB, STEPS = 3, 256, 1024, 8000, 32
 END_ID = 3
@@ -95,8 +95,10 @@ def search(batch, beams):
         state = {"unused": tf.zeros([batch, 1])}
         start = tf.fill([batch], 2)
         if beams == 1:
-            return greedy_search(step, start, state, max_length=STEPS, end_id=END_ID)
-        return beam_search(step, start, state, beam_size=beams, max_length=STEPS, end_id=END_ID)
+            return greedy_search(step, start, state, max_length=STEPS, rules=Rules(end_id=END_ID))
+        return beam_search(
+            step, start, state, beam_size=beams, max_length=STEPS, rules=Rules(end_id=END_ID)
+        )
 
     return build
 

@@ -38,13 +38,18 @@ def json_value(text):
         ) from None
 
 
-def _flag_help(doc, field, default):
-    """`doc`, then the field's choices and default, for `--help`."""
+def _flag_help(doc, field, default, run_default=False):
+    """`doc`, then the field's choices and default, for `--help`;
+    `run_default`: the setting defaults to the run's own, else `default`."""
     parts = [doc.rstrip(".") + "." if doc else ""]
     choices = field.metadata.get("choices")
     if choices:
         parts.append(f"Choices: {', '.join(map(str, choices))}.")
-    if default is dataclasses.MISSING:
+    if run_default:
+        if isinstance(default, bool):
+            default = "on" if default else "off"
+        parts.append(f"Default: the run's, else {default if default != () else 'none'}.")
+    elif default is dataclasses.MISSING:
         parts.append("Required.")
     elif isinstance(default, bool):
         parts.append(f"Default: {'on' if default else 'off'}.")
@@ -56,18 +61,37 @@ def _flag_help(doc, field, default):
     return " ".join(p for p in parts if p).replace("%", "%%")
 
 
-def _add_config_flags(parser, config_cls):
+def lines_file(path):
+    """A phrases flag's value: the non-blank lines of a UTF-8 file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"{path}: {error.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise argparse.ArgumentTypeError(
+            f"{path}: line {line} is not UTF-8 (byte {data[error.start]:#04x})"
+        ) from None
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _add_config_flags(parser, config_cls, run_default=False, exclude=()):
     """One flag per field of the dataclass `config_cls`, with its type,
     choices, and the help of its `Attributes:` documentation.
 
     Every flag defaults to None, so that only the flags given override a
-    `--config` file's keys.
+    `--config` file's keys. `run_default`: the help says a field not given
+    is the run's own setting (a `GenerationConfig`'s); `exclude`: fields
+    without a flag here.
     """
     from keras_transformer._config_docs import attribute_docs
 
     docs = attribute_docs(config_cls)
     for field in dataclasses.fields(config_cls):
-        if field.metadata.get("flag", True) is False:
+        if field.metadata.get("flag", True) is False or field.name in exclude:
             continue
         default = field.default
         if field.default_factory is not dataclasses.MISSING:
@@ -76,11 +100,13 @@ def _add_config_flags(parser, config_cls):
         other = getattr(config_cls, "TF_SERVING_FLAGS", {}).get(field.name)
         if other is not None and "--" + other not in flags:
             flags.append("--" + other)
-        help_text = _flag_help(docs.get(field.name, ""), field, default)
+        help_text = _flag_help(docs.get(field.name, ""), field, default, run_default)
         # The annotation, not the default, gives the type: `int | None` -> int.
         kind = next((t for t in typing.get_args(field.type) if t is not type(None)), field.type)
         choices = field.metadata.get("choices")
-        if kind is dict:
+        if field.metadata.get("lines_file"):
+            extra = dict(type=lines_file, metavar=field.metadata.get("metavar"))
+        elif kind is dict:
             extra = dict(type=json_value, metavar="JSON")
             help_text += " JSON text, or a JSON file's path."
         elif kind is list and field.metadata.get("repeatable"):
@@ -99,11 +125,13 @@ def _add_config_flags(parser, config_cls):
 
 
 def _config_values(args, config_cls):
-    """The `--config` file's keys, overridden by the flags given."""
+    """The `--config` file's keys, overridden by the flags given (a
+    `GenerationConfig`'s among them where `config_cls` takes them)."""
     from keras_transformer.training import config as config_lib
 
     values = config_lib.read_config_file(args.config) if args.config else {}
-    for field in dataclasses.fields(config_cls):
+    classes = [config_cls, *getattr(config_cls, "FLAG_GROUPS", ())]
+    for field in (f for cls in classes for f in dataclasses.fields(cls)):
         value = getattr(args, field.name, None)
         if value is not None:
             values[field.name] = value
@@ -118,6 +146,8 @@ def _config_parser(sub, command, help_text, config_cls, keys, run_command):
         help=f"YAML or JSON file of {keys} keys; the flags given override it (default: none)",
     )
     _add_config_flags(p, config_cls)
+    for group in getattr(config_cls, "FLAG_GROUPS", ()):
+        _add_config_flags(p, group, run_default=True)
     p.set_defaults(run_command=run_command, config_cls=config_cls)
 
 
@@ -215,23 +245,13 @@ def _train(args):
 
 def _evaluate(args):
     from keras_transformer.data.sources import read_parallel_files
-    from keras_transformer.decoding import Translator, evaluate
-    from keras_transformer.export.options import ExportOptions
+    from keras_transformer.decoding import GenerationConfig, Translator, evaluate
     from keras_transformer.training import load_run
-    from keras_transformer.training.run_directory import read_generation
 
-    options = ExportOptions(
-        run=args.run, export_base="-", beam_size=args.beam_size, alpha=args.alpha,
-        length_penalty=args.length_penalty, max_output_length=args.max_output_length,
-    )  # fmt: skip
-    decoding = options.decoding(read_generation(args.run))
+    settings = {name: getattr(args, name, None) for name in GenerationConfig.field_names()}
+    generation = GenerationConfig.for_run(args.run).merged(**settings)
     model, source_tok, target_tok, _ = load_run(args.run, weights=args.weights)
-    translator = Translator(
-        model, source_tok, target_tok, beam_size=decoding["beam_size"],
-        alpha=decoding["alpha"], length_penalty=decoding["length_penalty"],
-        forced_end=decoding["forced_end"], renormalize=decoding["renormalize"],
-        max_output_length=decoding["max_output_length"],
-    )  # fmt: skip
+    translator = Translator(model, source_tok, target_tok, generation)
     sources, references, stats = read_parallel_files(args.source, args.reference)
     if stats.empty_dropped:
         print(f"{stats.empty_dropped} pairs with an empty side skipped", file=sys.stderr)
@@ -247,7 +267,7 @@ def _evaluate(args):
             json.dump(
                 {
                     **scores.as_dict(),
-                    "beam_size": decoding["beam_size"],
+                    "beam_size": generation.beam_size,
                     "run": args.run,
                     "weights": args.weights,
                 },
@@ -319,6 +339,7 @@ def _translate(args):
         version=args.version,
         plot_attention=args.plot_attention,
         batch_size=args.batch_size,
+        target_prefix=args.target_prefix,
     )
     for line in results:
         print(line)
@@ -397,34 +418,6 @@ def _add_weights_flag(p):
     )
 
 
-def _add_decoding_flags(p):
-    # None: the run's generation settings (an imported checkpoint's), else
-    # the defaults of export (ExportOptions).
-    p.add_argument(
-        "--beam-size",
-        type=int,
-        help="beams of the beam search; 1 decodes greedily (default: the run's, else 4)",
-    )
-    p.add_argument(
-        "--alpha",
-        type=float,
-        help="length-penalty exponent; 0 for none, negative to favour short translations "
-        "(default: the run's, else 0.6)",
-    )
-    p.add_argument(
-        "--length-penalty",
-        choices=["gnmt", "power"],
-        help="the penalty's form: gnmt, ((5 + length) / 6) ** alpha; power, length ** alpha, "
-        "as transformers' generate() (default: the run's, else gnmt)",
-    )
-    p.add_argument(
-        "--max-output-length",
-        dest="max_output_length",
-        type=int,
-        help="longest translation, in tokens (default: the run's, else 128)",
-    )
-
-
 def _evaluate_parser(sub):
     p = sub.add_parser("evaluate", help="translate a file and report sacreBLEU")
     p.add_argument("--run", required=True, help="the run directory of `train` (required)")
@@ -437,7 +430,10 @@ def _evaluate_parser(sub):
         help="text file of reference translations, line by line with --source (required)",
     )
     _add_weights_flag(p)
-    _add_decoding_flags(p)
+    from keras_transformer.decoding.generation_config import GenerationConfig
+
+    sampling = [n for n in GenerationConfig.field_names() if n.startswith("sampling_")]
+    _add_config_flags(p, GenerationConfig, run_default=True, exclude=sampling)
     p.add_argument(
         "--batch-size",
         type=int,
@@ -521,6 +517,12 @@ def _translate_parser(sub):
         type=int,
         default=64,
         help="sentences translated together (default: %(default)s)",
+    )
+    p.add_argument(
+        "--target-prefix",
+        help="text every translation begins with and continues (interactive translation, "
+        "as CTranslate2's target_prefix): with --signature serving_default or "
+        "translate_nbest (default: none)",
     )
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: stdin)")
     p.set_defaults(run_command=_translate)

@@ -493,9 +493,15 @@ def test_tune_without_its_required_keys_is_one_line(capsys):
         (["--batch-sizes", "1,0"], "expected positive ints"),
         (["--batch-sizes", "8"], "are the shapes of `jit_compile=True` (--jit-compile) only"),
         (["--beam-size", "0"], "`beam_size` must be a positive int"),
+        (["--suppress-sequences", "{missing}"], "missing.txt: No such file or directory"),
+        (["--suppress-sequences", "{latin1}"], "latin1.txt: line 2 is not UTF-8 (byte 0xe4)"),
+        (["--format", "ctranslate2", "--disable-unk"], "--disable-unk: --format ctranslate2"),
     ],
 )
 def test_export_names_flags_that_do_not_go_together(tmp_path, capsys, flags, message):
+    (tmp_path / "latin1.txt").write_bytes(b"Haus\nK\xe4se\n")
+    files = {"missing": tmp_path / "missing.txt", "latin1": tmp_path / "latin1.txt"}
+    flags = [flag.format(**files) for flag in flags]
     args = ["export", "--run", str(tmp_path / "run"), "--export-base", str(tmp_path / "out")]
     try:
         code = cli.main([*args, *flags])
@@ -518,9 +524,15 @@ def test_export_takes_a_config_file_that_its_flags_override(monkeypatch, tmp_pat
     monkeypatch.setattr(cli, "_export_info", lambda path: None)
     assert cli.main(["export", "--config", str(config), "--beam-size", "2"]) == 0
     (options,) = calls
-    assert (options.run, options.export_base, options.beam_size, options.jit_compile) == (
-        "r", "b", 2, True,
-    )  # fmt: skip
-    assert (options.batch_sizes, options.max_output_length) == ([1, 4], 40)
+    assert (options.run, options.export_base, options.jit_compile) == ("r", "b", True)
+    assert options.generation == {"beam_size": 2, "max_output_length": 40}
+    assert options.batch_sizes == [1, 4]
     assert cli.main(["export", "--run", "r", "--export-base", "b", "--max-output-length", "9"]) == 0
-    assert calls[-1].max_output_length == 9
+    assert calls[-1].generation == {"max_output_length": 9}
+    phrases = tmp_path / "phrases.txt"
+    phrases.write_text("das Haus\n\n  sehr gut \n", encoding="utf-8")
+    argv = ["export", "--run", "r", "--export-base", "b", "--suppress-sequences", str(phrases),
+            "--disable-unk"]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert calls[-1].generation == {"suppress_sequences": ["das Haus", "sehr gut"],
+                                    "disable_unk": True}  # fmt: skip

@@ -194,7 +194,7 @@ def run_beam(records, options, writer, pipeline_options=None):
             >> CorpusTransform(
                 options.model,
                 options.task,
-                options.signature,
+                options.run_signature,
                 options.version,
                 max_batch_size=options.max_batch_size,
                 threads=options.threads,

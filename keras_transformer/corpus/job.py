@@ -74,9 +74,9 @@ def run_corpus(options):
             options.beam_args))  # fmt: skip
     records = None
     if options.engine == "local":
-        total = count_records(options.input, options.target)
+        total = count_records(options.input, *options.paired)
     else:
-        records = read_records(options.input, options.target)
+        records = read_records(options.input, *options.paired)
         total = len(records)
     if not total:
         raise ValueError(f"--input {options.input!r} holds no line: every file it matches is empty")
@@ -95,9 +95,9 @@ def _run_beam(records, options, writer, pipeline_options=None):
 
 
 def _run_local(_, options, writer):
-    model = CorpusModel(options.model, options.task, options.signature, options.version,
+    model = CorpusModel(options.model, options.task, options.run_signature, options.version,
                         options.threads, options.xla_cache_dir)  # fmt: skip
-    records = iter_records(options.input, options.target)
+    records = iter_records(options.input, *options.paired)
     size = options.max_batch_size * WINDOW
     count = 0
     try:
@@ -168,7 +168,7 @@ def ray_dataset(records, options):
         fn_constructor_args=(
             options.model,
             options.task,
-            options.signature,
+            options.run_signature,
             options.version,
             options.threads,
             options.xla_cache_dir,

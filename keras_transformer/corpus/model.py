@@ -44,7 +44,9 @@ class CorpusModel:
         signature: the signature to run (default: the task's own:
             `serving_default`, `translate_nbest`, `score`); for
             `translate`, any signature that answers `translation` and
-            `score` (`translate_greedy`, `translate_sample`).
+            `score` (`translate_greedy`, `translate_sample`,
+            `translate_prefix`), for `nbest` `translate_prefix_nbest`: a
+            prefix signature reads each record's `target_prefix`.
         version: a version under an export base (default: the newest).
         threads: the session's intra-op and inter-op threads, as TF
             Serving's `--tensorflow_intra_op_parallelism` and
@@ -87,6 +89,7 @@ class CorpusModel:
                 f"The export at {self.export_dir} has no signature {self.signature!r} for "
                 f"--task {task}; it has {sorted(self.session.signatures)}"
             ) from None
+        self.inputs = tuple(signature_def.inputs)
         missing = sorted(set(self.outputs) - set(signature_def.outputs))
         if missing:
             self.close()
@@ -96,13 +99,16 @@ class CorpusModel:
             )
 
     def run(self, records):
-        """The records (dicts with `source`, and `target` for `score`),
-        each with the task's fields added, in order."""
+        """The records (dicts with `source`, `target` for `score`, and
+        `target_prefix` for a prefix signature, none being empty), each
+        with the task's fields added, in order."""
         if not records:
             return []
         inputs = {"text": _utf8([r["source"] for r in records])}
         if self.task == "score":
             inputs["translation"] = _utf8([r["target"] for r in records])
+        if "target_prefix" in self.inputs:
+            inputs["target_prefix"] = _utf8([r.get("target_prefix", "") for r in records])
         outputs = self.session.run(self.signature, inputs)
         return [{**record, **_fields(self.task, outputs, row)}
                 for row, record in enumerate(records)]  # fmt: skip

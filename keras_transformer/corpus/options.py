@@ -45,6 +45,11 @@ class CorpusOptions:
             sentence a line, plain or .gz, UTF-8 (required).
         target: with --task score, a glob of their translations, line by
             line: the files pair with the inputs' in sorted order.
+        target_prefix: with --task translate or nbest, a glob of target
+            prefixes, line by line as --target: each translation continues
+            its line's prefix (an empty line: none), through the export's
+            translate_prefix or translate_prefix_nbest; the records keep
+            it in their target_prefix column.
         output: the prefix of the JSON Lines shards
             (PREFIX-00000-of-00001.jsonl), one record a line with its file
             and 0-based line (required).
@@ -85,6 +90,7 @@ class CorpusOptions:
     signature: str | None = None
     input: str | None = None
     target: str | None = None
+    target_prefix: str | None = None
     output: str | None = None
     shards: int = 1
     engine: str = dataclasses.field(default="local", metadata={"choices": ENGINES})
@@ -112,6 +118,8 @@ class CorpusOptions:
             check_positive_int("worker_threads", self.worker_threads)
         if (self.task == "score") != (self.target is not None):
             raise ValueError("--target goes with --task score, and --task score needs it")
+        if self.target_prefix is not None and self.task == "score":
+            raise ValueError("--target-prefix goes with --task translate or nbest")
         if self.ray_address is not None and self.engine != "ray":
             raise ValueError("--ray-address goes with --engine ray")
         if self.beam_args and self.engine != "beam":
@@ -119,6 +127,26 @@ class CorpusOptions:
                 f"unrecognized arguments: {' '.join(self.beam_args)} "
                 "(only --engine beam passes flags on, to Beam)"
             )
+
+    @property
+    def paired(self):
+        """`(glob, key)` of the records' second column: the translations
+        of --task score, the prefixes of --target-prefix, or `(None,
+        "target")`."""
+        if self.target_prefix is not None:
+            return self.target_prefix, "target_prefix"
+        return self.target, "target"
+
+    @property
+    def run_signature(self):
+        """The signature to run: `signature`, else with --target-prefix the
+        task's prefix signature; None is the task's own."""
+        if self.signature is None and self.target_prefix is not None:
+            from keras_transformer.export.signatures import PREFIX_SIGNATURES
+
+            return PREFIX_SIGNATURES[{"translate": "serving_default",
+                                      "nbest": "translate_nbest"}[self.task]]  # fmt: skip
+        return self.signature
 
     @property
     def threads(self):

@@ -34,18 +34,18 @@ def _count(n, noun):
 _MISSING = object()
 
 
-def _paired_files(input_glob, target_glob):
+def _paired_files(input_glob, target_glob, flag):
     inputs = _files(input_glob, "--input")
-    targets = _files(target_glob, "--target") if target_glob is not None else None
+    targets = _files(target_glob, flag) if target_glob is not None else None
     if targets is not None and len(targets) != len(inputs):
         raise ValueError(
-            f"--target matches {_count(len(targets), 'file')} and --input {len(inputs)}; "
+            f"{flag} matches {_count(len(targets), 'file')} and --input {len(inputs)}; "
             "they pair in sorted order"
         )
     return inputs, targets
 
 
-def iter_records(input_glob, target_glob=None):
+def iter_records(input_glob, target_glob=None, key="target"):
     """The records of the files `input_glob` matches, in order, one at a
     time: a corpus of any size is read in constant memory.
 
@@ -53,11 +53,15 @@ def iter_records(input_glob, target_glob=None):
         input_glob: source files, one sentence a line (plain or `.gz`,
             UTF-8; a line ends at `"\n"`, see `data.sources.iter_lines`).
             A blank line is a record; an empty file has none.
-        target_glob: for scoring, their line-aligned translations: the
-            files it matches are paired with the inputs' in sorted order.
+        target_glob: line-aligned files of a second column (translations
+            to score, target prefixes to continue): the files it matches
+            are paired with the inputs' in sorted order.
+        key: the records' name of that column, `"target"` or
+            `"target_prefix"` (its flag, `--target` or `--target-prefix`,
+            names it in errors).
 
     Yields:
-        `{"file", "line", "source"[, "target"]}` dicts.
+        `{"file", "line", "source"[, key]}` dicts.
 
     Raises:
         ValueError: a glob matching nothing, a file that is not UTF-8 text
@@ -65,7 +69,8 @@ def iter_records(input_glob, target_glob=None):
             inputs (naming the files and both counts), when the iteration
             reaches it (`count_records` checks a corpus whole first).
     """
-    inputs, targets = _paired_files(input_glob, target_glob)
+    flag = "--" + key.replace("_", "-")
+    inputs, targets = _paired_files(input_glob, target_glob, flag)
     for i, path in enumerate(inputs):
         if targets is None:
             for number, line in enumerate(iter_lines(path, empty_ok=True)):
@@ -81,19 +86,19 @@ def iter_records(input_glob, target_glob=None):
                 counts = (number, longer) if line is _MISSING else (longer, number)
                 raise ValueError(
                     f"{targets[i]} has {_count(counts[1], 'line')} and {path} {counts[0]}: "
-                    "a target file must have a line per input line"
+                    f"a {flag} file must have a line per input line"
                 )
-            yield {"file": path, "line": number, "source": line, "target": target}
+            yield {"file": path, "line": number, "source": line, key: target}
 
 
-def count_records(input_glob, target_glob=None):
+def count_records(input_glob, target_glob=None, key="target"):
     """The number of records of the corpus, read whole once in constant
     memory: every error `iter_records` would raise is raised here, before
     any work on the corpus."""
-    return sum(1 for _ in iter_records(input_glob, target_glob))
+    return sum(1 for _ in iter_records(input_glob, target_glob, key))
 
 
-def read_records(input_glob, target_glob=None):
+def read_records(input_glob, target_glob=None, key="target"):
     """The records of `iter_records`, as a list.
 
     Returns:
@@ -102,7 +107,7 @@ def read_records(input_glob, target_glob=None):
     Raises:
         ValueError: as `iter_records`.
     """
-    return list(iter_records(input_glob, target_glob))
+    return list(iter_records(input_glob, target_glob, key))
 
 
 def shard_paths(prefix, shards):

@@ -7,6 +7,9 @@ from keras_transformer import _lazy
 __getattr__, __dir__, __all__ = _lazy.attach(
     globals(),
     {
+        "GenerationConfig": "generation_config",
+        "Prefix": "_common",
+        "Rules": "_common",
         "Scores": "evaluation",
         "ShapeRunner": "shape_runner",
         "Translator": "translator",

@@ -1,17 +1,15 @@
 """What greedy and beam search share."""
 
 import numbers
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
 from keras_transformer._validation import check_alpha, check_positive_int
+from keras_transformer.decoding.generation_config import PENALTIES
 
 # Stands for log(0) without producing NaN in sums.
 NEG_INF = -1.0e9
-
-
-# The forms of the length penalty a hypothesis' log-probability is divided by.
-PENALTIES = ("gnmt", "power")
 
 
 def length_penalty(length, alpha, form="gnmt"):
@@ -27,45 +25,158 @@ def length_penalty(length, alpha, form="gnmt"):
     return tf.pow((5.0 + length) / 6.0, alpha)
 
 
-def restrict(log_probs, index, max_length, end_id, banned_id=None, forced_end=False,
-             renormalize=False):  # fmt: skip
-    """Applies the searches' rules to one step's log-probabilities.
+class Rules(NamedTuple):
+    """What a search may generate and how it scores it, in token ids: the
+    part of a `GenerationConfig` a search reads, fixed when its graph is
+    built (`Translator` derives it with the target tokenizer's ids).
 
-    As `generate()`'s logits processors, after the softmax: `banned_id` (the
-    padding token) is never chosen; with `renormalize`, the tokens left
-    share the banned one's probability (`renormalize_logits`: a
-    log-softmax again); with `forced_end`, the last step (`index ==
-    max_length - 1`) can only end, at no cost (log-probability 0), as
-    `forced_eos_token_id` does.
+    Applied to each step's log-probabilities after the softmax, in the
+    order of `generate()`'s logits processors: `banned_ids` are never
+    chosen (`bad_words_ids` of one token); a sequence of `suppressed`
+    (tuples of two or more ids) is refused where its last token would
+    complete it (`bad_words_ids`); with `renormalize`, the tokens left
+    share the banned ones' probability (`renormalize_logits`); with
+    `forced_end`, the last step can only end, at no cost, as
+    `forced_eos_token_id`. A target prefix (`Prefix`) forces its tokens
+    over all of these, at no cost (given, as `generate()`'s decoder
+    prompt, not chosen).
+
+    Attributes:
+        end_id: the end token.
+        alpha: length-penalty exponent (0 scores by raw log-probability;
+            a negative one favours short hypotheses).
+        length_penalty: `"gnmt"`, `((5 + length) / 6) ** alpha`, or
+            `"power"`, `length ** alpha`.
+        banned_ids: tokens never generated (the padding id; the unknown
+            token's with `disable_unk`; suppressed words of one token).
+        suppressed: token sequences of two or more ids no hypothesis may
+            contain.
+        forced_end: the last step can only end.
+        renormalize: normalize again once the banned tokens are removed.
+    """
+
+    end_id: int
+    alpha: float = 0.6
+    length_penalty: str = "gnmt"
+    banned_ids: tuple = ()
+    suppressed: tuple = ()
+    forced_end: bool = False
+    renormalize: bool = False
+
+    def checked(self):
+        """These rules validated, the ids as Python ints (NumPy integers
+        are accepted: sizes and ids often come from arrays, and the loop's
+        static shapes need plain ints)."""
+        if self.length_penalty not in PENALTIES:
+            raise ValueError(
+                f"`length_penalty` must be one of {PENALTIES}. "
+                f"Received: length_penalty={self.length_penalty!r}"
+            )
+        end_id = as_int(self.end_id)
+        _check_id("end_id", end_id)
+        check_alpha(self.alpha)
+        banned = tuple(as_int(i) for i in self.banned_ids)
+        for token in banned:
+            _check_id("banned_ids", token)
+        suppressed = tuple(tuple(as_int(i) for i in sequence) for sequence in self.suppressed)
+        for sequence in suppressed:
+            if len(sequence) < 2:
+                raise ValueError(
+                    "`suppressed`: each sequence has two or more ids (one id is a "
+                    f"banned id). Received: {sequence!r}"
+                )
+            for token in sequence:
+                _check_id("suppressed", token)
+        return self._replace(end_id=end_id, banned_ids=banned, suppressed=suppressed)
+
+
+class Prefix(NamedTuple):
+    """A target prefix per row, forced through the decoder before the
+    search goes on freely (CTranslate2's `target_prefix`)."""
+
+    ids: Any  # [batch, length] int32: each row's prefix, then anything
+    lengths: Any  # [batch] int32: the prefix's tokens in each row (0: none)
+
+    def forced(self, index):
+        """`(tokens [batch], active [batch] bool)`: the token each row must
+        take at position `index`, and whether it must."""
+        ids = tf.cast(self.ids, tf.int32)
+        width = tf.shape(ids)[1]
+        tokens = tf.gather(ids, tf.minimum(index, tf.maximum(width - 1, 0)), axis=1)
+        active = tf.logical_and(index < tf.cast(self.lengths, tf.int32), index < width)
+        return tf.where(active, tokens, 0), active
+
+    def tiled(self, beams):
+        """The prefix of each row repeated for its `beams` hypotheses."""
+        return Prefix(tf.repeat(self.ids, beams, axis=0), tf.repeat(self.lengths, beams, axis=0))
+
+
+def restrict(log_probs, index, max_length, rules, history=None, prefix=None):
+    """Applies `rules` (`Rules`) to one step's log-probabilities
+    `[rows, vocab]` at position `index` of at most `max_length`.
+
+    Args:
+        history: `[rows, max_length]` the tokens generated so far (0 from
+            `index` on), which `rules.suppressed` are matched against.
+        prefix: a `Prefix` of `rows` rows, or None.
     """
     vocab = tf.shape(log_probs)[-1]
-    if banned_id is not None:
-        log_probs = tf.where(tf.range(vocab) == banned_id, NEG_INF, log_probs)
-    if renormalize:
+    if rules.banned_ids:
+        banned = tf.reduce_any(
+            tf.range(vocab)[:, None] == tf.constant(rules.banned_ids, tf.int32)[None, :], axis=1
+        )  # [vocab]
+        log_probs = tf.where(banned, NEG_INF, log_probs)
+    if rules.suppressed:
+        completing = suppressed_tokens(history, index, rules.suppressed, vocab)
+        log_probs = tf.where(completing, NEG_INF, log_probs)
+    if rules.renormalize:
         log_probs = log_probs - tf.reduce_logsumexp(log_probs, axis=-1, keepdims=True)
-    if forced_end:
-        forced = tf.where(tf.range(vocab) == end_id, 0.0, NEG_INF)
+    if rules.forced_end:
+        forced = tf.where(tf.range(vocab) == rules.end_id, 0.0, NEG_INF)
         log_probs = tf.where(index >= max_length - 1, forced, log_probs)
+    if prefix is not None:
+        tokens, active = prefix.forced(index)  # [rows]
+        only = tf.equal(tf.range(vocab)[None, :], tokens[:, None])  # [rows, vocab]
+        log_probs = tf.where(active[:, None], tf.where(only, 0.0, NEG_INF), log_probs)
     return log_probs
 
 
-def check_arguments(beam_size, max_length, end_id, alpha, penalty="gnmt"):
-    """Validates the search arguments; returns them with the ints as Python ints.
+def suppressed_tokens(history, index, sequences, vocab):
+    """`[rows, vocab]` bool: the tokens that would complete one of
+    `sequences` (tuples of two or more ids) at position `index`, where the
+    tokens before it in `history [rows, max_length]` are the sequence's
+    others."""
+    width = max(len(s) for s in sequences) - 1
+    heads = tf.constant([list(s[:-1]) + [0] * (width + 1 - len(s)) for s in sequences], tf.int32)
+    needed = tf.constant([len(s) - 1 for s in sequences], tf.int32)  # [n]
+    lasts = tf.constant([s[-1] for s in sequences], tf.int32)  # [n]
+    j = tf.range(width)
+    positions = index - needed[:, None] + j[None, :]  # [n, width]
+    used = j[None, :] < needed[:, None]  # [n, width]
+    safe = tf.clip_by_value(positions, 0, tf.shape(history)[1] - 1)
+    tokens = tf.gather(history, tf.reshape(safe, [-1]), axis=1)  # [rows, n * width]
+    tokens = tf.reshape(tokens, [-1, len(sequences), width])  # [rows, n, width]
+    same = tf.logical_and(tf.equal(tokens, heads[None]), (positions >= 0)[None])
+    match = tf.reduce_all(tf.logical_or(same, tf.logical_not(used)[None]), axis=-1)  # [rows, n]
+    # Each matching sequence bans its last token: [rows, n] x [n, vocab].
+    hits = tf.matmul(tf.cast(match, tf.float32), tf.one_hot(lasts, vocab))
+    return hits > 0
 
-    NumPy integers are accepted (sizes and ids often come from arrays):
-    the loop's static shapes need plain ints.
-    """
-    if penalty not in PENALTIES:
-        raise ValueError(
-            f"`length_penalty` must be one of {PENALTIES}. Received: length_penalty={penalty!r}"
-        )
-    beam_size, max_length, end_id = (as_int(v) for v in (beam_size, max_length, end_id))
+
+def check_arguments(beam_size, max_length, rules):
+    """Validates a search's sizes and rules; returns them as Python ints
+    and checked `Rules`."""
+    if not isinstance(rules, Rules):
+        raise ValueError(f"`rules` must be a `Rules`. Received: rules={rules!r}")
+    beam_size, max_length = as_int(beam_size), as_int(max_length)
     for name, value in (("beam_size", beam_size), ("max_length", max_length)):
         check_positive_int(name, value)
-    if not isinstance(end_id, int) or end_id < 0:
-        raise ValueError(f"`end_id` must be a non-negative int. Received: end_id={end_id!r}")
-    check_alpha(alpha)
-    return beam_size, max_length, end_id, alpha
+    return beam_size, max_length, rules.checked()
+
+
+def _check_id(name, value):
+    if not isinstance(value, int) or value < 0:
+        raise ValueError(f"`{name}` must hold non-negative ints. Received: {name}={value!r}")
 
 
 def as_int(value):

@@ -5,6 +5,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from keras_transformer.decoding import _common
+from keras_transformer.decoding._common import Rules  # noqa: F401 (the searches' argument)
 
 NEG_INF = _common.NEG_INF
 
@@ -67,14 +68,10 @@ def beam_search(
     *,
     beam_size,
     max_length,
-    end_id,
-    alpha=0.6,
+    rules,
+    prefix=None,
     grow_state=None,
     grow_lengths=None,
-    length_penalty="gnmt",
-    banned_id=None,
-    forced_end=False,
-    renormalize=False,
 ):
     """Finds the most likely sequences under a length-normalized score.
 
@@ -104,9 +101,14 @@ def beam_search(
             not reordered with the beams: each step saves copying them.
         beam_size: hypotheses kept per row.
         max_length: most tokens generated per hypothesis.
-        end_id: the end token.
-        alpha: length-penalty exponent (0 scores by raw log-probability;
-            a negative one favours short hypotheses).
+        rules: a `Rules`: the end token, the length penalty, and what may
+            not be generated (banned ids and sequences, a forced end).
+        prefix: a `Prefix` of each row's first tokens, forced before the
+            search goes on freely (CTranslate2's `target_prefix`), or None.
+            As `generate()` with a decoder prompt, the forced tokens are
+            given, not chosen: they add nothing to the score, and the
+            length penalty counts the tokens after them; `max_length`
+            counts them.
         grow_state: optional `grow_state(state, length) -> state`, for a
             state of caches indexed by position (whose length the step
             reads from their shapes): the search then runs its first 16
@@ -118,15 +120,6 @@ def beam_search(
         grow_lengths: the cache lengths of the segments instead of
             doubling from 16 (ascending; `max_length` is always the last):
             fewer lengths, fewer loops.
-        length_penalty: `"gnmt"`, `((5 + length) / 6) ** alpha`, or
-            `"power"`, `length ** alpha`.
-        banned_id: a token never generated (the padding id), applied
-            after the softmax, as `generate()`'s `bad_words_ids`.
-        forced_end: the last step (`max_length`) can only end, at no
-            cost, as `generate()`'s `forced_eos_token_id`.
-        renormalize: the log-probabilities left once `banned_id` is
-            removed are normalized again, as `generate()`'s
-            `renormalize_logits`.
 
     Returns:
         `(sequences [batch, beam_size, max_length] int32, scores [batch,
@@ -147,20 +140,28 @@ def beam_search(
     ...                      uniform, [0.01, 0.01, 0.01, 0.9, 0.07]])
     >>> def step(ids, index, state):
     ...     return tf.gather(table, ids), state
+    >>> rules = Rules(end_id=3, alpha=0.0)
     >>> sequences, scores = beam_search(step, tf.constant([2]), {}, beam_size=2,
-    ...                                 max_length=3, end_id=3, alpha=0.0)
+    ...                                 max_length=3, rules=rules)
     >>> sequences.numpy().tolist()
     [[[4, 3, 0], [3, 0, 0]]]
     >>> [round(float(s), 3) for s in scores[0]]  # log(0.6 * 0.9), log(0.37)
     [-0.616, -0.994]
     """
-    beam_size, max_length, end_id, alpha = _common.check_arguments(
-        beam_size, max_length, end_id, alpha, length_penalty
-    )
+    beam_size, max_length, rules = _common.check_arguments(beam_size, max_length, rules)
+    end_id, alpha, length_penalty = rules.end_id, rules.alpha, rules.length_penalty
     k = beam_size
+    # The tokens of each row's prefix are given, not chosen: as generate()
+    # with a decoder prompt, they score nothing and the length penalty
+    # counts the tokens after them.
+    given = 0
+    if prefix is not None:
+        prefix = _common.Prefix(*prefix)
+        given = tf.cast(prefix.lengths, tf.int32)  # [batch]
+        prefix = prefix.tiled(k)  # [batch * k, length]
     initial_ids = tf.cast(initial_ids, tf.int32)
     batch = tf.shape(initial_ids)[0]
-    max_penalty = _common.length_penalty(max_length, alpha, length_penalty)
+    max_penalty = _common.length_penalty(max_length - given, alpha, length_penalty)  # [] or [batch]
 
     if grow_state is not None:
         # The first step runs before the loop's first segment: at its length.
@@ -188,7 +189,7 @@ def beam_search(
         # power form follows generate()'s heuristic, which scores the best
         # alive hypothesis at the current length whatever alpha's sign.
         if length_penalty == "power" or alpha < 0:
-            penalty = _common.length_penalty(generated, alpha, length_penalty)
+            penalty = _common.length_penalty(generated - given, alpha, length_penalty)
         else:
             penalty = max_penalty
         best_possible = alive_log_probs[:, 0] / penalty  # [batch]
@@ -207,9 +208,8 @@ def beam_search(
         function's state is left to the caller."""
         vocab = tf.shape(logits)[-1]
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        log_probs = _common.restrict(
-            log_probs, s.i, max_length, end_id, banned_id, forced_end, renormalize
-        )
+        history = tf.reshape(s.alive_seqs, [-1, max_length])  # [batch * k, max_length]
+        log_probs = _common.restrict(log_probs, s.i, max_length, rules, history, prefix)
         log_probs = tf.reshape(log_probs, [batch, k, vocab])
         candidates = s.alive_log_probs[:, :, None] + log_probs  # [batch, k, vocab]
         # The best over each row's k * vocab candidates, index beam * vocab + token.
@@ -218,7 +218,9 @@ def beam_search(
         top_tokens = top_indices % vocab  # [batch, 2k]
         top_seqs = tf.gather(s.alive_seqs, top_beams, batch_dims=1)  # [batch, 2k, max_length]
         top_seqs = _common.write_position(top_seqs, s.i, top_tokens)
-        ended = tf.equal(top_tokens, end_id)  # [batch, 2k]
+        # A candidate of a banned token (log-probability about NEG_INF: only
+        # a forced prefix leaves so few choices) is not an ending.
+        ended = tf.logical_and(tf.equal(top_tokens, end_id), top_log_probs > NEG_INF / 2)
 
         # Alive: the best k candidates that did not end.
         alive_candidates = tf.where(ended, NEG_INF, top_log_probs)
@@ -232,7 +234,9 @@ def beam_search(
         # A stopped row takes no more finished hypotheses.
         ended = tf.logical_and(ended, in_top_k[None, :])
         ended = tf.logical_and(ended, tf.logical_not(s.done)[:, None])
-        new_scores = top_log_probs / _common.length_penalty(s.i + 1, alpha, length_penalty)
+        chosen_length = s.i + 1 - given  # [] or [batch]
+        penalty = _common.length_penalty(chosen_length, alpha, length_penalty)
+        new_scores = top_log_probs / tf.reshape(penalty, [-1, 1])
         new_scores = tf.where(ended, new_scores, NEG_INF)
         pool_seqs = tf.concat([s.finished_seqs, top_seqs], axis=1)  # [batch, 3k, max_length]
         pool_scores = tf.concat([s.finished_scores, new_scores], axis=1)  # [batch, 3k]
@@ -286,7 +290,7 @@ def beam_search(
     )
     # Rows short of k finished hypotheses are completed with alive ones,
     # which always rank after the finished.
-    alive_scores = final.alive_log_probs / max_penalty
+    alive_scores = final.alive_log_probs / tf.reshape(max_penalty, [-1, 1])
     pool_seqs = tf.concat(
         [final.finished_seqs, final.alive_seqs], axis=1
     )  # [batch, 2k, max_length]

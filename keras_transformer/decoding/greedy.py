@@ -5,6 +5,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 
 from keras_transformer.decoding import _common
+from keras_transformer.decoding._common import Rules  # noqa: F401 (the searches' argument)
 
 
 class GreedyState(NamedTuple):
@@ -28,14 +29,10 @@ def greedy_search(
     initial_state,
     *,
     max_length,
-    end_id,
-    alpha=0.6,
+    rules,
+    prefix=None,
     grow_state=None,
     grow_lengths=None,
-    length_penalty="gnmt",
-    banned_id=None,
-    forced_end=False,
-    renormalize=False,
 ):
     """Picks the most likely token at every step until each row ends.
 
@@ -47,11 +44,10 @@ def greedy_search(
         initial_ids: `[batch]` start token of each row.
         initial_state: nested tensors with leading dimension `batch`.
         max_length: most tokens generated per row.
-        end_id: the end token.
-        alpha: length-penalty exponent used for the score.
+        rules: a `Rules`, as in `beam_search`.
+        prefix: a `Prefix` forced first, as in `beam_search`, or None.
         grow_state, grow_lengths: caches that grow with the output, as in
             `beam_search`.
-        length_penalty, banned_id, forced_end, renormalize: as in `beam_search`.
 
     Returns:
         `(sequences [batch, 1, max_length] int32, scores [batch, 1] float32)`:
@@ -71,7 +67,7 @@ def greedy_search(
     >>> def step(ids, index, state):
     ...     return tf.gather(table, ids), state
     >>> sequences, scores = greedy_search(step, tf.constant([2]), {}, max_length=3,
-    ...                                   end_id=3, alpha=0.0)
+    ...                                   rules=Rules(end_id=3, alpha=0.0))
     >>> sequences.numpy().tolist()
     [[[4, 3, 0]]]
     """
@@ -80,10 +76,8 @@ def greedy_search(
         return tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
 
     return token_by_token(
-        step_fn, initial_ids, initial_state, most_likely, max_length=max_length, end_id=end_id,
-        alpha=alpha, grow_state=grow_state, grow_lengths=grow_lengths,
-        length_penalty=length_penalty, banned_id=banned_id, forced_end=forced_end,
-        renormalize=renormalize,
+        step_fn, initial_ids, initial_state, most_likely, max_length=max_length, rules=rules,
+        prefix=prefix, grow_state=grow_state, grow_lengths=grow_lengths,
     )  # fmt: skip
 
 
@@ -95,14 +89,10 @@ def token_by_token(
     choose,
     *,
     max_length,
-    end_id,
-    alpha=0.6,
+    rules,
+    prefix=None,
     grow_state=None,
     grow_lengths=None,
-    length_penalty="gnmt",
-    banned_id=None,
-    forced_end=False,
-    renormalize=False,
 ):
     """The loop of greedy search and sampling: one token a step, chosen by
     `choose(step_log_probs [batch, vocab], index) -> tokens [batch] int32`,
@@ -110,9 +100,9 @@ def token_by_token(
     of the chosen tokens (whatever `choose` did to pick them), summed and
     length-normalized; the arguments and returns are `greedy_search`'s.
     """
-    _, max_length, end_id, alpha = _common.check_arguments(
-        1, max_length, end_id, alpha, length_penalty
-    )
+    _, max_length, rules = _common.check_arguments(1, max_length, rules)
+    if prefix is not None:
+        prefix = _common.Prefix(*prefix)
     initial_ids = tf.cast(initial_ids, tf.int32)
     batch = tf.shape(initial_ids)[0]
     initial = GreedyState(
@@ -132,7 +122,7 @@ def token_by_token(
         logits, state = step_fn(s.ids, s.i, s.state)
         step_log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [batch, vocab]
         step_log_probs = _common.restrict(
-            step_log_probs, s.i, max_length, end_id, banned_id, forced_end, renormalize
+            step_log_probs, s.i, max_length, rules, s.sequences, prefix
         )
         tokens = choose(step_log_probs, s.i)  # [batch]
         token_log_probs = tf.gather(step_log_probs, tokens, batch_dims=1)  # [batch]
@@ -143,7 +133,7 @@ def token_by_token(
                 ids=tokens,
                 sequences=_common.write_position(s.sequences, s.i, tokens),
                 log_probs=s.log_probs + tf.where(s.finished, 0.0, token_log_probs),
-                finished=tf.logical_or(s.finished, tf.equal(tokens, end_id)),
+                finished=tf.logical_or(s.finished, tf.equal(tokens, rules.end_id)),
                 lengths=s.lengths + tf.cast(tf.logical_not(s.finished), tf.int32),
                 state=state,
             ),
@@ -152,5 +142,8 @@ def token_by_token(
     final = _common.loop_in_segments(
         not_done, body, initial, max_length, grow_state, lengths=grow_lengths
     )
-    scores = final.log_probs / _common.length_penalty(final.lengths, alpha, length_penalty)
+    # A prefix's tokens are given: the penalty counts the tokens after them.
+    given = 0 if prefix is None else tf.cast(prefix.lengths, tf.int32)
+    penalty = _common.length_penalty(final.lengths - given, rules.alpha, rules.length_penalty)
+    scores = final.log_probs / penalty
     return final.sequences[:, None, :], scores[:, None]

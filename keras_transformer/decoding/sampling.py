@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from keras_transformer._validation import check_sampling
 from keras_transformer.decoding import _common
+from keras_transformer.decoding._common import Rules  # noqa: F401 (the searches' argument)
 from keras_transformer.decoding.greedy import token_by_token
 
 
@@ -52,18 +53,14 @@ def sample_search(
     initial_state,
     *,
     max_length,
-    end_id,
+    rules,
     temperature=1.0,
     top_k=0,
     top_p=1.0,
-    alpha=0.6,
     seed=None,
+    prefix=None,
     grow_state=None,
     grow_lengths=None,
-    length_penalty="gnmt",
-    banned_id=None,
-    forced_end=False,
-    renormalize=False,
 ):
     """Draws each token from the model's filtered distribution until every
     row ends, as fairseq's and OpenNMT-tf's sampling decoders do.
@@ -79,14 +76,13 @@ def sample_search(
         initial_ids: `[batch]` start token of each row.
         initial_state: nested tensors with leading dimension `batch`.
         max_length: most tokens generated per row.
-        end_id: the end token.
+        rules: a `Rules`, as in `beam_search`: what no draw may take.
         temperature, top_k, top_p: see `filter_logits`.
-        alpha: length-penalty exponent of the score.
         seed: an int, or a scalar integer tensor, for draws that repeat
             (stateless); None draws anew on every call.
+        prefix: a `Prefix` forced first, as in `beam_search`, or None.
         grow_state, grow_lengths: caches that grow with the output, as in
             `beam_search`.
-        length_penalty, banned_id, forced_end, renormalize: as in `beam_search`.
 
     Returns:
         `(sequences [batch, 1, max_length] int32, scores [batch, 1]
@@ -102,7 +98,7 @@ def sample_search(
     >>> def step(ids, index, state):
     ...     return tf.gather(table, ids), state
     >>> sequences, _ = sample_search(step, tf.constant([2]), {}, max_length=3,
-    ...                              end_id=3, top_k=1)
+    ...                              rules=Rules(end_id=3), top_k=1)
     >>> sequences.numpy().tolist()
     [[[4, 3, 0]]]
     """
@@ -133,12 +129,8 @@ def sample_search(
         initial_state,
         choose,
         max_length=max_length,
-        end_id=end_id,
-        alpha=alpha,
+        rules=rules,
+        prefix=prefix,
         grow_state=grow_state,
         grow_lengths=grow_lengths,
-        length_penalty=length_penalty,
-        banned_id=banned_id,
-        forced_end=forced_end,
-        renormalize=renormalize,
     )

@@ -4,12 +4,14 @@ import functools
 
 import tensorflow as tf
 
-from keras_transformer._validation import check_positive_int
-from keras_transformer.data.tokenizer import END_ID, PAD_ID, START_ID
+from keras_transformer._validation import check_positive_int, shown
+from keras_transformer.data.tokenizer import END_ID, PAD_ID, START_ID, UNK_ID
 from keras_transformer.decoding import _common
+from keras_transformer.decoding._common import Prefix, Rules
 from keras_transformer.decoding.beam_search import beam_search
+from keras_transformer.decoding.generation_config import GenerationConfig
 from keras_transformer.decoding.greedy import greedy_search
-from keras_transformer.decoding.sampling import check_sampling, sample_search
+from keras_transformer.decoding.sampling import sample_search
 from keras_transformer.decoding.shape_runner import ShapeRunner
 
 # The searches' self-attention caches grow with the translation, doubling
@@ -34,8 +36,9 @@ ENCODER_GROUPS = 4
 class Translator(tf.Module):
     """Translates raw text with a trained `Transformer` and its tokenizers.
 
-    Inputs longer than `max_input_length` tokens are truncated (keeping the
-    end token); translations stop at `max_output_length` tokens. Empty
+    Inputs longer than the config's `max_input_length` tokens are truncated
+    (keeping the end token); translations stop at `max_output_length`
+    tokens. Empty
     (or blank) input gives empty output, scored 0 with no ids, as
     CTranslate2's empty result. The translator leaves the model it is given
     as it was: it only calls it.
@@ -43,24 +46,11 @@ class Translator(tf.Module):
     Args:
         model: a trained `keras_transformer.models.Transformer`.
         source_tokenizer, target_tokenizer: `SubwordTokenizer`s of the run.
-        beam_size: beams of `translate`.
-        alpha: length-penalty exponent.
-        length_penalty: its form, `"gnmt"` (`((5 + length) / 6) ** alpha`)
-            or `"power"` (`length ** alpha`, as `transformers`' `generate()`).
-        forced_end: a translation that reaches `max_output_length` ends
-            there with the end token, as `generate()`'s
-            `forced_eos_token_id` (Marian checkpoints set it); otherwise it
-            is cut there. Padding is never generated.
-        renormalize: the searches normalize each step's probabilities
-            again once padding is removed, as `generate()`'s
-            `renormalize_logits` (a Marian checkpoint may set it); off,
-            padding's share is lost, as `generate()`'s default.
-        max_input_length: longest source, in tokens (at most the model's
-            `max_length`).
-        max_output_length: longest translation, in tokens.
-        sampling_temperature, sampling_topk, sampling_topp: the
-            distribution `translate_sample` draws from (see
-            `sampling.filter_logits`; defaults: the model's own, unfiltered).
+        generation: a `GenerationConfig`: the beams of `translate`, the
+            length penalty, the output and input caps (each at most the
+            model's `max_length`), the sampling of `translate_sample`, and
+            the constraints (`suppress_sequences`, `disable_unk`; padding
+            is never generated). Default: `GenerationConfig()`.
         jit_compile: run the id-level work (search loops, the scoring
             pass) compiled with XLA, in the fixed shapes of a `ShapeRunner`
             (`shapes`): rows in chunks padded to `batch_sizes`, tokens
@@ -77,6 +67,9 @@ class Translator(tf.Module):
             translation); the longest is always included.
         split_batches: run a compiled chunk of two rows or more as two
             programs at once, one per half (see `ShapeRunner`; default).
+        **settings: fields of `GenerationConfig` over `generation`'s
+            (`beam_size=5`), as `generate(**kwargs)` over its
+            `generation_config`.
 
     Example:
 
@@ -91,44 +84,32 @@ class Translator(tf.Module):
         model,
         source_tokenizer,
         target_tokenizer,
-        beam_size=4,
-        alpha=0.6,
-        length_penalty="gnmt",
-        forced_end=False,
-        renormalize=False,
-        max_input_length=None,
-        max_output_length=None,
-        sampling_temperature=1.0,
-        sampling_topk=0,
-        sampling_topp=1.0,
+        generation=None,
+        *,
         jit_compile=False,
         batch_sizes=None,
         lengths=None,
         split_batches=True,
         name=None,
+        **settings,
     ):
         super().__init__(name=name)
+        if generation is not None and not isinstance(generation, GenerationConfig):
+            raise ValueError(
+                f"`generation` must be a GenerationConfig. Received: generation={generation!r}"
+            )
+        generation = (generation or GenerationConfig()).merged(**settings)
         limit = model.max_length
         self.max_length = int(limit)
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        self.beam_size = int(beam_size)
-        self.alpha = float(alpha)
-        if length_penalty not in _common.PENALTIES:
-            raise ValueError(
-                f"`length_penalty` must be one of {_common.PENALTIES}. "
-                f"Received: length_penalty={length_penalty!r}"
-            )
-        self.length_penalty = length_penalty
-        self.forced_end = bool(forced_end)
-        self.renormalize = bool(renormalize)
-        self.max_input_length = int(min(max_input_length or 256, limit))
-        self.max_output_length = int(min(max_output_length or 128, limit))
+        self.generation = generation
+        self.beam_size = generation.beam_size
+        self.max_input_length = min(generation.max_input_length, self.max_length)
+        self.max_output_length = min(generation.max_output_length, self.max_length)
         self._check_beam_size(self.beam_size)
-        self.sampling_temperature, self.sampling_topk, self.sampling_topp = check_sampling(
-            sampling_temperature, sampling_topk, sampling_topp
-        )
+        self.rules = self._rules(generation)
         self.jit_compile = bool(jit_compile)
         self.shapes = ShapeRunner(
             batch_sizes,
@@ -145,6 +126,52 @@ class Translator(tf.Module):
             input_signature=[tf.TensorSpec([None, None], tf.int32)],
             autograph=False,
         )
+
+    def _rules(self, generation):
+        """The searches' `Rules`: the config's, in the target tokenizer's
+        ids. A suppressed phrase of one token is a banned id."""
+        banned = [PAD_ID] + ([UNK_ID] if generation.disable_unk else [])
+        sequences = []
+        for phrase in generation.suppress_sequences:
+            ids = self.target_tokenizer.tokenize(tf.constant([phrase]))[0].numpy().tolist()
+            if not ids:
+                raise ValueError(f"`suppress_sequences`: {shown(phrase)} tokenizes to no token")
+            if len(ids) == 1:
+                banned += ids
+            else:
+                sequences.append(tuple(ids))
+        return Rules(
+            end_id=END_ID,
+            alpha=generation.alpha,
+            length_penalty=generation.length_penalty,
+            banned_ids=tuple(dict.fromkeys(banned)),
+            suppressed=tuple(dict.fromkeys(sequences)),
+            forced_end=generation.forced_end,
+            renormalize=generation.renormalize,
+        ).checked()
+
+    def encode_prefix(self, target_prefix):
+        """`[batch]` strings -> `Prefix` of the target tokenizer's ids,
+        `[batch, max_output_length]`; refuses a prefix that is not UTF-8
+        or is longer than `max_output_length` tokens."""
+        target_prefix = tf.reshape(tf.convert_to_tensor(target_prefix, tf.string), [-1])
+        repaired = tf.strings.unicode_transcode(target_prefix, "UTF-8", "UTF-8", errors="replace")
+        valid = tf.debugging.assert_equal(
+            repaired, target_prefix, message="`target_prefix` is not valid UTF-8"
+        )
+        with tf.control_dependencies([valid]):
+            ids = self.target_tokenizer.tokenize(target_prefix)
+        lengths = tf.cast(ids.row_lengths(), tf.int32)
+        fits = tf.debugging.assert_less_equal(
+            lengths,
+            self.max_output_length,
+            message=f"`target_prefix` is longer than max_output_length "
+            f"({self.max_output_length} tokens)",
+        )
+        with tf.control_dependencies([fits]):
+            lengths = tf.identity(lengths)
+        ids = ids.to_tensor(0, shape=[None, self.max_output_length])
+        return Prefix(tf.cast(ids, tf.int32), lengths)
 
     def encode_text(self, text, max_length=None):
         """`[batch]` strings -> padded source ids `[batch, length]`, each
@@ -215,15 +242,16 @@ class Translator(tf.Module):
     def compiled_searches(self):
         """What the signatures compile, one program per shape each: beam
         search (none apart when `beam_size` is 1: it is greedy search),
-        greedy search, sampling and the scoring pass."""
+        greedy search, sampling, the scoring pass and the search that
+        continues a target prefix."""
         searches = ["beam search"] if self.beam_size > 1 else []
-        return searches + ["greedy search", "sampling", "scoring pass"]
+        return searches + ["greedy search", "sampling", "scoring pass", "prefix search"]
 
-    def _search(self, source_ids, beam_size, sample=False, seed=None):
+    def _search(self, source_ids, beam_size, sample=False, seed=None, prefix=None):
         if not self.jit_compile:
             encoded = self.encode_rows(source_ids)
-            return self._search_ids(source_ids, encoded, beam_size, sample, seed)
-        key = ("sample", None) if sample else ("search", beam_size)
+            return self._search_ids(source_ids, encoded, beam_size, sample, seed, prefix)
+        key = ("sample", None) if sample else ("search", beam_size, prefix is not None)
         if key not in self._compiled:
             if sample:
                 fn = functools.partial(self._search_ids, beam_size=1, sample=True)
@@ -231,6 +259,15 @@ class Translator(tf.Module):
                 fn = functools.partial(self._search_ids, beam_size=beam_size)
             self._compiled[key] = tf.function(fn, jit_compile=True, autograph=False)
         fn = self._compiled[key]
+        if prefix is not None:
+            source_ids = self.shapes.pad_length(source_ids, tf.shape(source_ids)[1])
+            return self.shapes.run(
+                lambda first, rows, encoded, ids, lengths: fn(
+                    rows, encoded, prefix=Prefix(ids, lengths)
+                ),
+                [source_ids, self.encode_rows(source_ids), *prefix],
+                [([beam_size, self.max_output_length], tf.int32), ([beam_size], tf.float32)],
+            )
         if sample:
             # A seed per request, drawn outside the compiled program; inside,
             # draws are stateless, as XLA wants them.
@@ -257,16 +294,14 @@ class Translator(tf.Module):
         )
 
     @tf.autograph.experimental.do_not_convert
-    def _search_ids(self, source_ids, encoded, beam_size, sample=False, seed=None):
+    def _search_ids(self, source_ids, encoded, beam_size, sample=False, seed=None, prefix=None):
         batch = tf.shape(source_ids)[0]
         lengths = _common.state_lengths(
             self.max_output_length, **CACHE_LENGTHS["compiled" if self.jit_compile else "plain"]
         )
         options = dict(
-            max_length=self.max_output_length, end_id=END_ID, alpha=self.alpha,
+            max_length=self.max_output_length, rules=self.rules, prefix=prefix,
             grow_state=_common.grow_caches, grow_lengths=lengths,
-            length_penalty=self.length_penalty, banned_id=PAD_ID, forced_end=self.forced_end,
-            renormalize=self.renormalize,
         )  # fmt: skip
         state = self.model.init_decoding_state(source_ids, lengths[0], encoded=encoded)
         # The encoder's keys, values and mask never change during a search:
@@ -286,9 +321,9 @@ class Translator(tf.Module):
                 step,
                 start,
                 state,
-                temperature=self.sampling_temperature,
-                top_k=self.sampling_topk,
-                top_p=self.sampling_topp,
+                temperature=self.generation.sampling_temperature,
+                top_k=self.generation.sampling_topk,
+                top_p=self.generation.sampling_topp,
                 seed=seed,
                 **options,
             )
@@ -315,20 +350,44 @@ class Translator(tf.Module):
         text = self.target_tokenizer.detokenize(flat)
         return tf.reshape(text, [batch, beams])
 
-    def translate_nbest(self, text, beam_size=None):
+    def translate_nbest(self, text, beam_size=None, target_prefix=None):
         """Returns `{"translations": [batch, beams], "scores": [batch, beams],
-        "ids": [batch, beams, length]}`, best first."""
+        "ids": [batch, beams, length]}`, best first.
+
+        Args:
+            text: `[batch]` source strings.
+            beam_size: beams of this search (default: the config's).
+            target_prefix: `[batch]` strings each translation must begin
+                with (CTranslate2's `target_prefix`, for interactive
+                translation): tokenized by the target tokenizer, forced
+                through the decoder, then searched on freely; the
+                translations hold the prefix, and the scores count its
+                tokens. An empty prefix is a plain translation. None: no
+                prefix (a graph without the forcing).
+        """
         beam_size = self.beam_size if beam_size is None else _common.as_int(beam_size)
         self._check_beam_size(beam_size)
         text = tf.reshape(tf.convert_to_tensor(text, tf.string), [-1])
+        prefix = None
+        if target_prefix is not None:
+            prefix = self.encode_prefix(target_prefix)
+            rows_match = tf.debugging.assert_equal(
+                tf.size(text),
+                tf.shape(prefix.ids)[0],
+                message="`text` and `target_prefix` must have the same number of rows",
+            )
+            with tf.control_dependencies([rows_match]):
+                text = tf.identity(text)
         source_ids = self.encode_text(text)
-        sequences, scores = _empty_for_empty(text, *self._search(source_ids, beam_size))
+        searched = self._search(source_ids, beam_size, prefix=prefix)
+        sequences, scores = _empty_for_empty(text, *searched)
         translations = self._detokenize(sequences)
         return {"translations": translations, "scores": scores, "ids": sequences}
 
-    def translate(self, text, beam_size=None):
-        """Returns `{"translation": [batch], "score": [batch]}` (the best beam)."""
-        best = self.translate_nbest(text, beam_size)
+    def translate(self, text, beam_size=None, target_prefix=None):
+        """Returns `{"translation": [batch], "score": [batch]}` (the best
+        beam); `target_prefix` as in `translate_nbest`."""
+        best = self.translate_nbest(text, beam_size, target_prefix)
         return {"translation": best["translations"][:, 0], "score": best["scores"][:, 0]}
 
     def attention(self, text):

@@ -18,7 +18,11 @@ XLA_FLAG = "--xla_cpu_compilation_enabled=true"
 # Signatures whose compiled program another one already runs: the beam
 # search of `serving_default` is the one of `translate_nbest` and
 # `attention`.
-_SAME_PROGRAM = {"translate_nbest": "serving_default", "attention": "serving_default"}
+_SAME_PROGRAM = {
+    "translate_nbest": "serving_default",
+    "attention": "serving_default",
+    "translate_prefix_nbest": "translate_prefix",
+}
 
 
 def compiled_info(translator):
@@ -109,5 +113,7 @@ def compiled_shape_requests(translator, signature_inputs):
                 values = {name: [text] * size for name in inputs}
                 if "translation" in values:
                     values["translation"] = [""] * size
+                if "target_prefix" in values:  # the prefix's width is fixed
+                    values["target_prefix"] = [""] * size
                 requests.append(predict_request(signature, values))
     return requests

@@ -7,6 +7,7 @@ import numpy as np
 from keras_transformer._validation import check_positive_int
 from keras_transformer.export.servable import versions
 from keras_transformer.export.session_model import SessionModel
+from keras_transformer.export.signatures import PREFIX_SIGNATURES
 
 
 def resolve_version_dir(model_path, version=None):
@@ -26,19 +27,35 @@ def resolve_version_dir(model_path, version=None):
 
 def translate_with_savedmodel(
     model_path, sentences, signature="serving_default", version=None, plot_attention=None,
-    batch_size=64,
+    batch_size=64, target_prefix=None,
 ):  # fmt: skip
     """Translates `sentences` with an export, `batch_size` at a time (a
     file of any length runs in the memory of one batch); returns printable
-    lines, in order."""
+    lines, in order.
+
+    `target_prefix`: a string every translation continues (through the
+    export's `translate_prefix`, or `translate_prefix_nbest` for
+    `signature="translate_nbest"`); None translates freely.
+    """
     check_positive_int("batch_size", batch_size)
+    if target_prefix is not None:
+        if signature not in PREFIX_SIGNATURES:
+            raise ValueError(
+                f"--target-prefix goes with --signature {' or '.join(PREFIX_SIGNATURES)}; "
+                f"received {signature}"
+            )
+        signature = PREFIX_SIGNATURES[signature]
     model = SessionModel(resolve_version_dir(model_path, version))
     lines = []
     try:
         for begin in range(0, len(sentences), batch_size):
             chunk = sentences[begin : begin + batch_size]
             text = np.array([s.encode("utf-8") for s in chunk], dtype=object)
-            outputs = model.run(signature, {"text": text})
+            inputs = {"text": text}
+            if target_prefix is not None:
+                inputs["target_prefix"] = np.array([target_prefix.encode("utf-8")] * len(chunk),
+                                                   dtype=object)  # fmt: skip
+            outputs = model.run(signature, inputs)
             if "translations" in outputs:
                 lines += [" ||| ".join(t.decode("utf-8") for t in row)
                           for row in outputs["translations"]]  # fmt: skip

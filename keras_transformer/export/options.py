@@ -9,26 +9,11 @@ can describe itself without loading them.
 
 import dataclasses
 
-from keras_transformer._validation import (
-    check_alpha,
-    check_positive_int,
-    check_sampling,
-    options_from_dict,
-)
+from keras_transformer._validation import options_from_dict
 from keras_transformer._version_folders import check_version_number
+from keras_transformer.decoding.generation_config import GenerationConfig
 
 FORMATS = ("savedmodel", "ctranslate2", "huggingface")
-PENALTIES = ("gnmt", "power")
-# The decoding settings of a run that has none of its own (`generation.json`
-# holds an imported checkpoint's).
-DECODING_DEFAULTS = {
-    "beam_size": 4,
-    "alpha": 0.6,
-    "length_penalty": "gnmt",
-    "max_output_length": 128,
-    "forced_end": False,
-    "renormalize": False,
-}
 WEIGHTS = ("auto", "averaged", "best", "final")
 QUANTIZATIONS = ("none", "int8", "int8_float32", "int16", "float16", "bfloat16")
 
@@ -52,32 +37,14 @@ class ExportOptions:
             Marian checkpoint folder (MarianMTModel, MarianTokenizer) for
             transformers and its converters, for a run Marian can express
             (needs the [huggingface] extra), whose generation_config.json
-            takes the decoding settings below but sampling (power length
-            penalty only). CTranslate2 keeps none: it takes them when it
+            takes the generation settings but sampling (power length
+            penalty only; suppressed phrases and disable_unk as
+            bad_words_ids). CTranslate2 keeps none: it takes them when it
             translates.
-        beam_size: beams of the beam search; 1 decodes greedily. None: the
-            run's generation settings (an imported checkpoint's), else 4.
-        alpha: length-penalty exponent of the beam search; 0 for none,
-            negative to favour short translations.
-            None: the run's, else 0.6.
-        length_penalty: the penalty's form: gnmt, ((5 + length) / 6) **
-            alpha; power, length ** alpha, as transformers' generate().
-            None: the run's, else gnmt.
-        max_output_length: longest translation, in tokens (--max-length is
-            its older name). None: the run's, else 128.
-        forced_end: a translation reaching max_output_length ends there
-            with the end token, as generate()'s forced_eos_token_id. None:
-            the run's, else off.
-        renormalize: the searches normalize each step's probabilities again
-            once padding is removed, as generate()'s renormalize_logits.
-            None: the run's, else off.
-        sampling_temperature: temperature of the translate_sample
-            signature: above 1 flatter, below 1 sharper.
-        sampling_topk: translate_sample draws from the k most likely
-            tokens; 0 for all, 1 is greedy.
-        sampling_topp: translate_sample draws from the fewest most likely
-            tokens whose probability reaches p (nucleus sampling); 1 for
-            all.
+        generation: the `GenerationConfig` settings given (its fields'
+            flags: --beam-size, --alpha, ...), over the run's own
+            (`generation.json`, an imported checkpoint's), else the
+            defaults; the export records the result.
         jit_compile: compile the id-level work with XLA, in fixed shapes
             that the warmup records all run; TF Serving then needs
             --xla_cpu_compilation_enabled=true (off: an export any TF
@@ -95,21 +62,15 @@ class ExportOptions:
 
     # Checked by the command line before Keras loads.
     CHECKED_BEFORE_KERAS = True
+    # Whose fields are flags of `export` too, over the run's own settings.
+    FLAG_GROUPS = (GenerationConfig,)
 
     run: str | None = None
     export_base: str | None = None
     version: int | None = None
     weights: str = dataclasses.field(default="auto", metadata={"choices": WEIGHTS})
     format: str = dataclasses.field(default="savedmodel", metadata={"choices": FORMATS})
-    beam_size: int | None = None
-    alpha: float | None = None
-    length_penalty: str | None = dataclasses.field(default=None, metadata={"choices": PENALTIES})
-    max_output_length: int | None = dataclasses.field(default=None)
-    forced_end: bool | None = None
-    renormalize: bool | None = None
-    sampling_temperature: float = 1.0
-    sampling_topk: int = 0
-    sampling_topp: float = 1.0
+    generation: dict = dataclasses.field(default_factory=dict, metadata={"flag": False})
     jit_compile: bool = False
     batch_sizes: list | None = None
     lengths: list | None = None
@@ -128,17 +89,9 @@ class ExportOptions:
                 )
         if self.version is not None:
             check_version_number(self.version)
-        for name in ("beam_size", "max_output_length"):
-            if getattr(self, name) is not None:
-                check_positive_int(name, getattr(self, name))
-        if self.length_penalty not in (None, *PENALTIES):
-            raise ValueError(
-                f"`length_penalty` must be one of {PENALTIES}. Received: {self.length_penalty!r}"
-            )
-        if self.alpha is not None:
-            check_alpha(self.alpha)
-        names = ("sampling_temperature", "sampling_topk", "sampling_topp")
-        check_sampling(*(getattr(self, name) for name in names), names=names)
+        self.generation = {k: v for k, v in dict(self.generation).items() if v is not None}
+        # Each setting checked now, before Keras loads, whatever the run's are.
+        GenerationConfig().merged(**self.generation)
         self.batch_sizes = _positive_ints("batch_sizes", self.batch_sizes)
         self.lengths = _positive_ints("lengths", self.lengths)
         if self.format != "savedmodel":
@@ -154,61 +107,47 @@ class ExportOptions:
                               self.split_batches)  # fmt: skip
 
     def _check_decoding_for_the_format(self):
-        """Refuses decoding settings a format cannot keep (they were
+        """Refuses generation settings a format cannot keep (they were
         silently dropped): CTranslate2 takes them when it translates, and
         `generate()` has neither GNMT's penalty nor this export's sampling
         signature."""
         if self.format == "savedmodel":
             return
-        given = [f"--{field.name.replace('_', '-')}" for field in dataclasses.fields(self)
-                 if field.name.startswith("sampling_")
-                 and getattr(self, field.name) != field.default]  # fmt: skip
+        given = [f"--{name.replace('_', '-')}" for name in self.generation]
         if self.format == "ctranslate2":
-            given = [f"--{name.replace('_', '-')}" for name in DECODING_DEFAULTS
-                     if getattr(self, name) is not None] + given  # fmt: skip
             if given:
                 raise ValueError(
                     f"{', '.join(given)}: --format ctranslate2 keeps no decoding settings; "
                     "give them to CTranslate2's translate_batch"
                 )
-        if given:
-            raise ValueError(f"{', '.join(given)} applies to --format savedmodel only")
-        if self.length_penalty == "gnmt":
+            return
+        sampling = [flag for flag in given if flag.startswith("--sampling-")]
+        if sampling:
+            raise ValueError(f"{', '.join(sampling)} applies to --format savedmodel only")
+        if self.generation.get("length_penalty") == "gnmt":
             raise ValueError(
                 "--length-penalty gnmt: generate() has the power form only "
                 "(--format huggingface writes --length-penalty power and --alpha)"
             )
 
-    def generation(self, generation=None):
-        """The run's generation settings (`generation.json`, or None) with
-        this export's decoding options over them, for --format huggingface."""
-        settings = {**DECODING_DEFAULTS, **(generation or {})}
-        settings.update({name: getattr(self, name) for name in DECODING_DEFAULTS
-                         if getattr(self, name) is not None})  # fmt: skip
-        return settings
+    def generation_config(self):
+        """The export's `GenerationConfig`: the settings given over the
+        run's own (`generation.json`; the defaults where it has none)."""
+        return GenerationConfig.for_run(self.run).merged(**self.generation)
 
     @classmethod
     def from_dict(cls, values):
-        """Options from a `--config` file's keys; unknown keys are errors."""
-        return options_from_dict(cls, dict(values), "export")
-
-    def decoding(self, generation=None):
-        """The keyword arguments of `export_run` for a SavedModel.
-
-        Args:
-            generation: the run's generation settings (`generation.json`,
-                keys of `DECODING_DEFAULTS`), used where an option is None.
-        """
-        settings = self.generation(generation)
-        return dict(
-            beam_size=settings["beam_size"], alpha=settings["alpha"],
-            length_penalty=settings["length_penalty"], forced_end=settings["forced_end"],
-            renormalize=settings["renormalize"], max_output_length=settings["max_output_length"],
-            sampling_temperature=self.sampling_temperature, sampling_topk=self.sampling_topk,
-            sampling_topp=self.sampling_topp, jit_compile=self.jit_compile,
-            batch_sizes=self.batch_sizes, lengths=self.lengths,
-            split_batches=self.split_batches,
-        )  # fmt: skip
+        """Options from a `--config` file's keys (and the flags'), the
+        generation settings among them by their own names (`beam_size:
+        5`); unknown keys are errors."""
+        values = dict(values)
+        generation = dict(values.pop("generation", None) or {})
+        for name in GenerationConfig.field_names():
+            if name in values:
+                generation[name] = values.pop(name)
+        if generation:
+            values["generation"] = generation
+        return options_from_dict(cls, values, "export")
 
 
 def check_compiled_shapes(jit_compile, batch_sizes, lengths, split_batches=True):
@@ -238,11 +177,10 @@ def _positive_ints(name, value):
 def export(options):
     """Writes the export that `options` (`ExportOptions`) describe; returns
     its path."""
+    generation = options.generation_config()
     if options.format == "huggingface":
         from keras_transformer.interop.marian_export import export_marian_run
-        from keras_transformer.training.run_directory import read_generation
 
-        generation = options.generation(read_generation(options.run))
         return export_marian_run(options.run, options.export_base, version=options.version,
                                  weights=options.weights, generation=generation)  # fmt: skip
     if options.format == "ctranslate2":
@@ -253,8 +191,10 @@ def export(options):
             weights=options.weights, quantization=options.quantization,
         )  # fmt: skip
     from keras_transformer.export.servable import export_run
-    from keras_transformer.training.run_directory import read_generation
 
-    decoding = options.decoding(read_generation(options.run))
-    return export_run(options.run, options.export_base, version=options.version,
-                      weights=options.weights, **decoding)  # fmt: skip
+    return export_run(
+        options.run, options.export_base, version=options.version, weights=options.weights,
+        generation=generation, jit_compile=options.jit_compile,
+        batch_sizes=options.batch_sizes, lengths=options.lengths,
+        split_batches=options.split_batches,
+    )  # fmt: skip

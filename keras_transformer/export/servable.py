@@ -14,6 +14,7 @@ from keras_transformer.export.compiled import (
     compiled_shape_requests,
     write_export_info,
 )
+from keras_transformer.export.generation_record import write_generation
 from keras_transformer.export.options import check_compiled_shapes
 from keras_transformer.export.servability import check_servable
 from keras_transformer.export.signatures import SIGNATURE_INPUTS, SIGNATURES
@@ -25,23 +26,15 @@ def export_translator(
     source_tokenizer,
     target_tokenizer,
     export_dir,
+    generation=None,
     *,
-    beam_size=4,
-    alpha=0.6,
-    length_penalty="gnmt",
-    forced_end=False,
-    renormalize=False,
-    max_output_length=128,
-    max_input_length=None,
-    sampling_temperature=1.0,
-    sampling_topk=0,
-    sampling_topp=1.0,
     check=True,
     warmup=True,
     jit_compile=False,
     batch_sizes=None,
     lengths=None,
     split_batches=True,
+    **settings,
 ):
     """Writes a SavedModel that TF Serving runs, with the tokenizers inside.
 
@@ -66,6 +59,12 @@ def export_translator(
       reranking and corpus filtering. Text and translation are cut only
       at the model's position table, never at `max_input_length` or
       `max_output_length` (see `Translator.score`).
+    - `translate_prefix`, `translate_prefix_nbest`: inputs `text` and
+      `target_prefix`; the outputs of `serving_default` and
+      `translate_nbest`, each translation continuing its prefix and
+      holding it, as CTranslate2's `target_prefix` (interactive
+      translation). An empty prefix is a plain translation; a prefix
+      longer than `max_output_length` tokens, or not UTF-8, is refused.
 
     Inputs longer than `max_input_length` tokens are truncated; an empty
     string translates to an empty string; invalid UTF-8 bytes are replaced
@@ -86,17 +85,11 @@ def export_translator(
         model: a trained `Transformer`.
         source_tokenizer, target_tokenizer: the run's `SubwordTokenizer`s.
         export_dir: where to write (must not exist).
-        beam_size: beams of `serving_default` and `translate_nbest`.
-        alpha: length-penalty exponent.
-        length_penalty, forced_end, renormalize: the penalty's form, the
-            forced end token and the normalization once padding is removed
-            (see `Translator`).
-        max_output_length: longest translation, in tokens (`max_length`
-            names the model's position table).
-        max_input_length: longest input, in tokens (default 256, and at most
-            the model's `max_length`).
-        sampling_temperature, sampling_topk, sampling_topp: the sampling
-            of `translate_sample` (defaults: the model's own distribution).
+        generation: the `GenerationConfig` of every signature (the beams
+            of `serving_default` and `translate_nbest`, the length
+            penalty, the caps, the sampling of `translate_sample`, the
+            suppressed sequences), recorded in
+            `assets.extra/generation.json`. Default: `GenerationConfig()`.
         check: run `check_servable` on the result.
         warmup: write TF Serving's warmup records
             (`assets.extra/tf_serving_warmup_requests`: batches of 1 and 8
@@ -112,6 +105,7 @@ def export_translator(
         split_batches: with `jit_compile`, a batch of two rows or more
             runs as two programs at once, compiled for half its size (see
             `ShapeRunner`); off, as one program.
+        **settings: fields of `GenerationConfig` over `generation`'s.
 
     Returns:
         `export_dir`.
@@ -123,20 +117,12 @@ def export_translator(
         model,
         source_tokenizer,
         target_tokenizer,
-        beam_size=beam_size,
-        alpha=alpha,
-        length_penalty=length_penalty,
-        forced_end=forced_end,
-        renormalize=renormalize,
-        max_input_length=max_input_length,
-        max_output_length=max_output_length,
-        sampling_temperature=sampling_temperature,
-        sampling_topk=sampling_topk,
-        sampling_topp=sampling_topp,
+        generation,
         jit_compile=jit_compile,
         batch_sizes=batch_sizes,
         lengths=lengths,
         split_batches=split_batches,
+        **settings,
     )
 
     def clean(text):
@@ -164,6 +150,16 @@ def export_translator(
     def score(text, translation):
         return translator.score(clean(text), clean(translation))
 
+    # The prefix is refused, not repaired, where it is not UTF-8: a
+    # replaced byte would be forced into the translation.
+    def translate_prefix(text, target_prefix):
+        result = translator.translate(clean(text), target_prefix=target_prefix)
+        return {"translation": result["translation"], "score": result["score"]}
+
+    def translate_prefix_nbest(text, target_prefix):
+        result = translator.translate_nbest(clean(text), target_prefix=target_prefix)
+        return {"translations": result["translations"], "scores": result["scores"]}
+
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.track(source_tokenizer)
@@ -175,11 +171,14 @@ def export_translator(
         attention,
         translate_sample,
         score,
+        translate_prefix,
+        translate_prefix_nbest,
     )
     for name, fn in zip(SIGNATURES, functions):
         spec = [tf.TensorSpec([None], tf.string, name=n) for n in SIGNATURE_INPUTS[name]]
         archive.add_endpoint(name, fn, input_signature=spec)
     archive.write_out(export_dir, verbose=False)
+    write_generation(export_dir, translator.generation)
     if jit_compile:
         write_export_info(export_dir, compiled_info(translator))
     if warmup:

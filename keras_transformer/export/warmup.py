@@ -62,7 +62,11 @@ def warmup_requests(signatures, sentences=DEFAULT_SENTENCES, batch_sizes=(1, 8))
     for signature, inputs in signatures:
         for size in batch_sizes:
             text = [sentences[i % len(sentences)] for i in range(size)]
-            requests.append(predict_request(signature, {name: text for name in inputs}))
+            values = {name: text for name in inputs}
+            if "target_prefix" in values:  # a prefix of a word or none
+                values["target_prefix"] = [t.split(" ")[0] if i % 2 else "" for i, t in
+                                           enumerate(text)]  # fmt: skip
+            requests.append(predict_request(signature, values))
     return requests
 
 

@@ -179,25 +179,34 @@ def _config(model, activation, generation):
         "pad_token_id": END_ID,  # Marian id 3: our padding
         "eos_token_id": PAD_ID,  # Marian id 0: our end token
         "decoder_start_token_id": START_ID,
-        "forced_eos_token_id": PAD_ID if generation["forced_end"] else None,
+        "forced_eos_token_id": PAD_ID if generation.forced_end else None,
         "is_encoder_decoder": True,
     }
 
 
-def _generation_config(generation):
+def _generation_config(generation, target_tokenizer):
+    """`generation_config.json` of a `GenerationConfig`: what `generate()`
+    has of it (the power length penalty; suppressed phrases and the
+    unknown token as `bad_words_ids`, in Marian's ids)."""
+    bad = [[END_ID]] + ([[UNK_ID]] if generation.disable_unk else [])
+    for phrase in generation.suppress_sequences:
+        ids = target_tokenizer.tokenize([phrase])[0].numpy().tolist()
+        if not ids:
+            raise ValueError(f"`suppress_sequences`: {phrase!r} tokenizes to no token")
+        bad.append([_SWAP.get(i, i) for i in ids])
     config = {
-        "num_beams": generation["beam_size"],
-        "max_length": generation["max_output_length"] + 1,  # with the start token
-        "bad_words_ids": [[END_ID]],
+        "num_beams": generation.beam_size,
+        "max_length": generation.max_output_length + 1,  # with the start token
+        "bad_words_ids": bad,
         "decoder_start_token_id": START_ID,
         "eos_token_id": PAD_ID,
         "pad_token_id": END_ID,
     }
-    if generation["length_penalty"] == "power":
-        config["length_penalty"] = generation["alpha"]
-    if generation["forced_end"]:
+    if generation.length_penalty == "power":
+        config["length_penalty"] = generation.alpha
+    if generation.forced_end:
         config["forced_eos_token_id"] = PAD_ID
-    if generation.get("renormalize"):
+    if generation.renormalize:
         config["renormalize_logits"] = True
     return config
 
@@ -209,21 +218,22 @@ def export_marian(model, source_tokenizer, target_tokenizer, output_dir, generat
         model: a `Transformer` Marian can express (see `check_expressible`).
         source_tokenizer, target_tokenizer: the run's tokenizers.
         output_dir: the folder to write (must not exist).
-        generation: the run's generation settings (`read_generation`);
+        generation: a `GenerationConfig` (default: its defaults);
             `generate()` has the power length penalty only, so a run that
-            decodes with GNMT's keeps `generate()`'s default there.
+            decodes with GNMT's keeps `generate()`'s default there, and
+            no sampling settings.
 
     Returns:
         `output_dir`.
     """
     from keras_transformer._extras import require
-    from keras_transformer.export.options import DECODING_DEFAULTS
+    from keras_transformer.decoding.generation_config import GenerationConfig
 
     numpy_io = require("safetensors.numpy", "huggingface")
     activation = check_expressible(model)
     if os.path.exists(output_dir):
         raise FileExistsError(f"{output_dir} exists; an export is never overwritten")
-    generation = {**DECODING_DEFAULTS, **(generation or {})}
+    generation = generation or GenerationConfig()
     shared = model.share_embeddings or (
         source_tokenizer.pieces() == target_tokenizer.pieces()
         and source_tokenizer.model_proto == target_tokenizer.model_proto
@@ -236,7 +246,7 @@ def export_marian(model, source_tokenizer, target_tokenizer, output_dir, generat
                        metadata={"format": "pt"})  # fmt: skip
     files = {
         "config.json": _config(model, activation, generation),
-        "generation_config.json": _generation_config(generation),
+        "generation_config.json": _generation_config(generation, target_tokenizer),
         "tokenizer_config.json": {
             "separate_vocabs": not shared,
             "model_max_length": 512,
@@ -259,14 +269,15 @@ def export_marian_run(run_path, export_base, version=None, weights="auto", gener
     """Exports a run as `export_base/<version>/`, a Marian checkpoint folder,
     written beside and renamed into place as every export.
 
-    `generation`: the settings `generation_config.json` gets (keys of
-    `DECODING_DEFAULTS`); None: the run's own (`generation.json`)."""
+    `generation`: the `GenerationConfig` `generation_config.json` gets;
+    None: the run's own (`GenerationConfig.for_run`)."""
+    from keras_transformer.decoding.generation_config import GenerationConfig
     from keras_transformer.export.servable import write_version
-    from keras_transformer.training.run_directory import load_run, read_generation
+    from keras_transformer.training.run_directory import load_run
 
     model, source, target, _ = load_run(run_path, weights=weights)
     if generation is None:
-        generation = read_generation(run_path)
+        generation = GenerationConfig.for_run(run_path)
     return write_version(
         export_base, version,
         lambda staging: export_marian(model, source, target, staging, generation),

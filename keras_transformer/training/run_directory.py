@@ -136,7 +136,7 @@ WEIGHTS = ("auto", "averaged", "best", "final")
 
 def read_generation(path):
     """The run's generation settings (`generation.json`), or {} if it has
-    none: the keys of `export.options.DECODING_DEFAULTS` it sets."""
+    none: fields of `decoding.GenerationConfig` (which reads them)."""
     run = RunDirectory(path)
     if not os.path.exists(run.generation):
         return {}

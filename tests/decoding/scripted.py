@@ -23,44 +23,73 @@ def markov_step_fn(table):
 
 
 def brute_force(
-    table, row, start_id, end_id, max_length, alpha, penalty="gnmt", banned=None, forced_end=False,
-    renormalize=False,
+    table, row, start_id, end_id, max_length, alpha, penalty="gnmt", banned=(), forced_end=False,
+    renormalize=False, suppressed=(), prefix=(),
 ):  # fmt: skip
     """All hypotheses of one row, ranked by the length-normalized score.
 
-    `penalty` is `"gnmt"` or `"power"`; `banned` is a token that never
-    appears (with `renormalize`, the softmax is over the other tokens);
-    with `forced_end`, every hypothesis ends by `max_length`, its last end
-    token at no cost.
+    `penalty` is `"gnmt"` or `"power"`; `banned` (an id or ids) never
+    appear; no hypothesis holds a sequence of `suppressed` past its
+    prefix; with `renormalize`, each step's softmax is over the tokens it
+    allows; with `forced_end`, every hypothesis ends by `max_length`, its
+    last end token at no cost. Every hypothesis begins with `prefix`,
+    each of whose tokens scores the model's own log-probability.
     """
     vocab = table.shape[-1]
-    counted = np.exp(table[row])
-    if renormalize and banned is not None:
-        counted[..., banned] = 0.0
-    log_probs = table[row] - np.log(counted.sum(-1, keepdims=True))
+    banned = {banned} if isinstance(banned, int) else set(banned or ())
+    prefix = tuple(prefix)
     results = []
-    for length in range(1, max_length + 1):
+    for length in range(max(1, len(prefix)), max_length + 1):
         for seq in itertools.product(range(vocab), repeat=length):
+            if seq[: len(prefix)] != prefix:
+                continue
             ends = [i for i, t in enumerate(seq) if t == end_id]
             if ends and ends[0] != length - 1:
                 continue  # nothing follows the end token
             if not ends and (length != max_length or forced_end):
                 continue  # unfinished hypotheses only at max_length
-            if banned in seq:
+            total = _log_prob(table[row], seq, start_id, end_id, max_length, banned, forced_end,
+                              renormalize, suppressed, len(prefix))  # fmt: skip
+            if total is None:
                 continue
-            total, last = 0.0, start_id
-            for i, t in enumerate(seq):
-                forced = forced_end and i == max_length - 1
-                total += 0.0 if forced else log_probs[i, last, t]
-                last = t
+            chosen = length - len(prefix)
             if penalty == "power":
-                score = total / length**alpha
+                score = total / max(chosen, 1) ** alpha
             else:
-                score = total / ((5 + length) / 6) ** alpha
+                score = total / ((5 + chosen) / 6) ** alpha
             results.append((score, bool(ends), list(seq) + [0] * (max_length - length)))
     # Finished hypotheses rank before unfinished ones.
     results.sort(key=lambda r: (not r[1], -r[0]))
     return results
+
+
+def _log_prob(table, seq, start_id, end_id, max_length, banned, forced_end, renormalize,
+              suppressed, forced):  # fmt: skip
+    """The score of `seq` under the rules, or None where they refuse it;
+    its first `forced` tokens are the prefix."""
+    total, last = 0.0, start_id
+    for i, t in enumerate(seq):
+        logits = table[i, last]
+        raw = logits - np.log(np.exp(logits).sum())
+        last = t
+        if i < forced:
+            continue  # given, at no cost
+        allowed = np.ones(len(logits), bool)
+        allowed[list(banned)] = False
+        for s in suppressed:
+            if tuple(seq[i - len(s) + 1 : i]) == tuple(s[:-1]) and i >= len(s) - 1:
+                allowed[s[-1]] = False
+        if forced_end and i == max_length - 1:
+            if t != end_id:
+                return None
+            continue  # at no cost
+        if not allowed[t]:
+            return None
+        if renormalize:
+            total += logits[t] - np.log(np.exp(logits[allowed]).sum())
+        else:
+            total += raw[t]
+    return total
 
 
 def history_step_fn(table, lengths_seen):

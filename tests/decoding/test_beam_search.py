@@ -4,13 +4,14 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.decoding import beam_search, greedy_search
+from keras_transformer.decoding._common import Prefix, Rules
 from keras_transformer.models import Transformer
 from tests.decoding.scripted import brute_force, markov_step_fn
 
 START, END = 1, 3
 
 
-def _search(table, beam_size, alpha, max_length, **options):
+def _search(table, beam_size, alpha, max_length, prefix=None, **rules):
     batch = table.shape[0]
     return beam_search(
         markov_step_fn(table),
@@ -18,9 +19,8 @@ def _search(table, beam_size, alpha, max_length, **options):
         {"row": tf.range(batch)},
         beam_size=beam_size,
         max_length=max_length,
-        end_id=END,
-        alpha=alpha,
-        **options,
+        rules=Rules(end_id=END, alpha=alpha, **rules),
+        prefix=prefix,
     )
 
 
@@ -45,9 +45,10 @@ def test_wide_beam_matches_brute_force(alpha, seed):
     "options",
     [
         dict(length_penalty="power"),
-        dict(length_penalty="power", banned_id=0, forced_end=True),
-        dict(length_penalty="gnmt", banned_id=2, forced_end=True),
-        dict(length_penalty="power", banned_id=0, forced_end=True, renormalize=True),
+        dict(length_penalty="power", banned_ids=(0,), forced_end=True),
+        dict(length_penalty="gnmt", banned_ids=(2,), forced_end=True),
+        dict(length_penalty="power", banned_ids=(0,), forced_end=True, renormalize=True),
+        dict(length_penalty="gnmt", banned_ids=(0, 4), renormalize=True),
     ],
 )
 @pytest.mark.parametrize("alpha", [-1.0, 0.0, 1.0])
@@ -59,7 +60,7 @@ def test_penalty_forms_and_rules_match_brute_force(options, alpha, seed):
     sequences, scores = _search(table, vocab**length, alpha, length, **options)
     reference = dict(
         penalty=options["length_penalty"],
-        banned=options.get("banned_id"),
+        banned=options.get("banned_ids", ()),
         forced_end=options.get("forced_end", False),
         renormalize=options.get("renormalize", False),
     )
@@ -188,8 +189,7 @@ def test_stops_once_no_alive_beam_can_beat_the_worst_finished():
             {"row": tf.range(1)},
             beam_size=2,
             max_length=max_length,
-            end_id=END,
-            alpha=0.6,
+            rules=Rules(end_id=END, alpha=0.6),
         )
     )
     sequences, scores = search()
@@ -203,8 +203,9 @@ def test_one_beam_equals_greedy(seed):
     rng = np.random.default_rng(seed)
     table = rng.normal(size=(4, 6, 7, 7)) * 3.0
     args = (markov_step_fn(table), tf.fill([4], START), {"row": tf.range(4)})
-    beam = beam_search(*args, beam_size=1, max_length=6, end_id=END, alpha=0.0)
-    greedy = greedy_search(*args, max_length=6, end_id=END, alpha=0.0)
+    rules = Rules(end_id=END, alpha=0.0)
+    beam = beam_search(*args, beam_size=1, max_length=6, rules=rules)
+    greedy = greedy_search(*args, max_length=6, rules=rules)
     np.testing.assert_array_equal(beam[0], greedy[0])
     np.testing.assert_allclose(beam[1], greedy[1], atol=1e-5)
 
@@ -231,7 +232,7 @@ def test_the_first_step_runs_on_one_beam_a_row():
         return markov(ids, index, state)
 
     beam_search(step, tf.fill([2], START), {"row": tf.range(2)}, beam_size=3, max_length=4,
-                end_id=END)  # fmt: skip
+                rules=Rules(end_id=END))  # fmt: skip
     assert rows[0] == 2 and len(rows) > 1 and set(rows[1:]) == {6}
 
 
@@ -257,15 +258,16 @@ def test_transformer_beam_search_with_cache_equals_without():
         return logits, {"history": history, "context": state["context"]}
 
     cached = beam_search(
-        model.decode_step, tf.fill([3], 2), state, beam_size=3, max_length=max_length, end_id=3
-    )
+        model.decode_step, tf.fill([3], 2), state, beam_size=3, max_length=max_length,
+        rules=Rules(end_id=3),
+    )  # fmt: skip
     uncached = beam_search(
         uncached_step,
         tf.fill([3], 2),
         {"history": tf.zeros([3, max_length], tf.int32), "context": tf.constant(context)},
         beam_size=3,
         max_length=max_length,
-        end_id=3,
+        rules=Rules(end_id=3),
     )
     np.testing.assert_array_equal(cached[0], uncached[0])
     np.testing.assert_allclose(cached[1], uncached[1], atol=1e-4)
@@ -287,17 +289,22 @@ def test_whole_search_is_one_graph():
         (dict(end_id=-1), "end_id"),
         (dict(alpha=float("-inf")), "`alpha` must be a finite number"),
         (dict(alpha=float("nan")), "`alpha` must be a finite number"),
+        (dict(banned_ids=(-2,)), "banned_ids"),
+        (dict(suppressed=((4,),)), "two or more ids"),
+        (dict(rules="gnmt"), "must be a `Rules`"),
     ],
 )
 def test_invalid_arguments(kwargs, match):
-    args = dict(beam_size=2, max_length=3, end_id=END, alpha=0.6)
-    args.update(kwargs)
+    sizes = dict(beam_size=2, max_length=3)
+    sizes.update({k: v for k, v in kwargs.items() if k in sizes})
+    rules = {k: v for k, v in kwargs.items() if k not in sizes and k != "rules"}
     with pytest.raises(ValueError, match=match):
         beam_search(
             markov_step_fn(np.zeros((1, 3, 5, 5))),
             tf.constant([START]),
             {"row": tf.range(1)},
-            **args,
+            rules=kwargs.get("rules", Rules(**{"end_id": END, "alpha": 0.6, **rules})),
+            **sizes,
         )
 
 
@@ -310,8 +317,80 @@ def test_numpy_integers_are_accepted():
         {"row": tf.range(2)},
         beam_size=np.int64(2),
         max_length=np.int32(4),
-        end_id=np.int64(END),
-        alpha=np.float32(0.6),
+        rules=Rules(end_id=np.int64(END), alpha=np.float32(0.6)),
     )
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_allclose(got[1], want[1], atol=1e-6)
+
+
+# Suppressed sequences (of one token and of two or three) and a target
+# prefix, each row its own, against every hypothesis enumerated with the
+# same rules.
+@pytest.mark.parametrize(
+    "rules",
+    [
+        dict(suppressed=((4, 2), (2, 2, 4))),
+        dict(suppressed=((4, 2),), banned_ids=(0,), renormalize=True),
+        dict(suppressed=((END, 4),), banned_ids=(2,), length_penalty="power"),
+    ],
+)
+@pytest.mark.parametrize("seed", range(3))
+def test_suppressed_sequences_match_brute_force(rules, seed):
+    rng = np.random.default_rng(seed)
+    batch, length, vocab = 2, 4, 5
+    table = rng.normal(size=(batch, length, vocab, vocab)) * 2.0
+    sequences, scores = _search(table, vocab**length, 0.6, length, **rules)
+    reference = dict(
+        penalty=rules.get("length_penalty", "gnmt"),
+        banned=rules.get("banned_ids", ()),
+        renormalize=rules.get("renormalize", False),
+        suppressed=rules["suppressed"],
+    )
+    for row in range(batch):
+        finished = [r for r in brute_force(table, row, START, END, length, 0.6, **reference)
+                    if r[1]]  # fmt: skip
+        for rank in range(3):
+            assert list(sequences[row, rank].numpy()) == finished[rank][2]
+            assert scores[row, rank].numpy() == pytest.approx(finished[rank][0], abs=1e-4)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3, 5**4])
+@pytest.mark.parametrize("seed", range(3))
+def test_target_prefix_matches_brute_force(beam_size, seed):
+    rng = np.random.default_rng(seed)
+    batch, length, vocab = 3, 4, 5
+    table = rng.normal(size=(batch, length, vocab, vocab)) * 2.0
+    # A row without a prefix searches freely; the first forces a suppressed
+    # sequence (a prefix is the user's, over every rule).
+    prefixes = [(2, 4), (), (4, 2)]
+    ids = tf.constant([list(p) + [0] * (length - len(p)) for p in prefixes], tf.int32)
+    lengths = tf.constant([len(p) for p in prefixes], tf.int32)
+    rules = dict(suppressed=((2, 4),), banned_ids=(0,))
+    sequences, scores = _search(table, beam_size, 0.6, length, Prefix(ids, lengths), **rules)
+    for row, prefix in enumerate(prefixes):
+        ranked = brute_force(table, row, START, END, length, 0.6, banned=(0,),
+                             suppressed=((2, 4),), prefix=prefix)  # fmt: skip
+        finished = [r for r in ranked if r[1]]
+        got = sequences[row, 0].numpy().tolist()
+        assert got[: len(prefix)] == list(prefix)
+        if beam_size == 5**4:  # a search as wide as the enumeration
+            for rank in range(3):
+                assert sequences[row, rank].numpy().tolist() == finished[rank][2]
+                assert scores[row, rank].numpy() == pytest.approx(finished[rank][0], abs=1e-4)
+        # Every hypothesis returned is one the rules allow, scored as such.
+        allowed = {tuple(r[2]): r[0] for r in ranked}
+        for rank in range(min(beam_size, 3)):
+            hypothesis = tuple(sequences[row, rank].numpy().tolist())
+            assert hypothesis in allowed
+            assert scores[row, rank].numpy() == pytest.approx(allowed[hypothesis], abs=1e-4)
+
+
+def test_a_prefix_s_junk_beams_never_finish():
+    # While a prefix is forced, one beam a row holds the only finite
+    # hypothesis: the others' endings (about -1e9) must not fill the
+    # finished set.
+    table = _script(1, 6, 6, [[4, 5, END]])
+    prefix = Prefix(tf.constant([[4, 5, 0, 0, 0, 0]]), tf.constant([2]))
+    sequences, scores = _search(table, 4, 0.6, 6, prefix)
+    assert sequences[0, 0].numpy().tolist() == [4, 5, END, 0, 0, 0]
+    assert np.all(scores.numpy() > -1e6)

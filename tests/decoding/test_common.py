@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.decoding import _common, beam_search, greedy_search
+from keras_transformer.decoding import Rules, _common, beam_search, greedy_search
 from keras_transformer.decoding.sampling import sample_search
 from tests.decoding.scripted import grow_history, history_step_fn
 
@@ -133,7 +133,7 @@ def test_a_growing_state_gives_the_searches_results(search, max_length, lengths)
         seen = []
         state = {"row": tf.range(batch), "history": tf.zeros([batch, max_length], tf.int32)}
         step = history_step_fn(table, seen)
-        options = dict(max_length=max_length, end_id=END, alpha=0.6, grow_state=grow)
+        options = dict(max_length=max_length, rules=Rules(end_id=END, alpha=0.6), grow_state=grow)
         if grow:
             options["grow_lengths"] = lengths
         result = tf.function(lambda: search(step, tf.fill([batch], START), state, **options))()

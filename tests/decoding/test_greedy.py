@@ -3,6 +3,8 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.decoding import beam_search, greedy_search
+from keras_transformer.decoding._common import Prefix, Rules
+from keras_transformer.decoding.sampling import sample_search
 from tests.decoding.scripted import markov_step_fn
 
 START, END = 1, 3
@@ -30,8 +32,7 @@ def _greedy(table, max_length, alpha=0.6):
         tf.fill([batch], START),
         {"row": tf.range(batch)},
         max_length=max_length,
-        end_id=END,
-        alpha=alpha,
+        rules=Rules(end_id=END, alpha=alpha),
     )
 
 
@@ -64,8 +65,7 @@ def test_greedy_misses_what_a_beam_finds():
         {"row": tf.range(1)},
         beam_size=2,
         max_length=length,
-        end_id=END,
-        alpha=0.0,
+        rules=Rules(end_id=END, alpha=0.0),
     )
     assert list(greedy[0, 0].numpy())[:1] == [4]
     assert list(beam[0, 0].numpy()) == [5, END, 0]
@@ -93,7 +93,7 @@ def test_stops_when_every_row_has_ended():
             tf.fill([2], START),
             {"row": tf.range(2)},
             max_length=max_length,
-            end_id=END,
+            rules=Rules(end_id=END),
         )
     )
     sequences, _ = search()
@@ -105,7 +105,7 @@ def test_stops_when_every_row_has_ended():
 def test_an_unknown_argument_is_a_type_error(name):
     args = (markov_step_fn(np.zeros((1, 3, 5, 5))), tf.constant([START]), {"row": tf.range(1)})
     with pytest.raises(TypeError, match=name):
-        greedy_search(*args, max_length=3, end_id=END, **{name: 1})
+        greedy_search(*args, max_length=3, rules=Rules(end_id=END), **{name: 1})
 
 
 def test_the_loop_state_is_named():
@@ -125,14 +125,15 @@ def test_the_loop_state_is_named():
     ],
 )
 def test_invalid_arguments(kwargs, match):
-    args = dict(max_length=3, end_id=END, alpha=0.6)
-    args.update(kwargs)
+    rules = {"end_id": END, "alpha": 0.6, **kwargs}
+    max_length = rules.pop("max_length", 3)
     with pytest.raises(ValueError, match=match):
         greedy_search(
             markov_step_fn(np.zeros((1, 3, 5, 5))),
             tf.constant([START]),
             {"row": tf.range(1)},
-            **args,
+            max_length=max_length,
+            rules=Rules(**rules),
         )
 
 
@@ -145,8 +146,8 @@ def test_banned_token_and_forced_end(seed, renormalize):
     table[..., END] -= 30.0  # and no row would end by itself
     sequences, scores = greedy_search(
         markov_step_fn(table), tf.fill([2], START), {"row": tf.range(2)}, max_length=4,
-        end_id=END, alpha=1.0, length_penalty="power", banned_id=0, forced_end=True,
-        renormalize=renormalize,
+        rules=Rules(end_id=END, alpha=1.0, length_penalty="power", banned_ids=(0,),
+                    forced_end=True, renormalize=renormalize),
     )  # fmt: skip
     # Renormalized, the softmax is over the tokens left; else padding's
     # share (nearly all of it here) is lost.
@@ -165,3 +166,62 @@ def test_banned_token_and_forced_end(seed, renormalize):
             last = token
         assert list(sequences[row, 0].numpy()) == path + [END]
         assert scores[row, 0].numpy() == pytest.approx(total / 4, abs=1e-4)
+
+
+def _rule_greedy(table, row, max_length, banned, suppressed, prefix):
+    """The argmax path of one row in NumPy: the prefix's tokens, then at
+    each step the most likely token the rules allow (not banned, not the
+    last of a suppressed sequence whose others precede it)."""
+    path, last = [], START
+    for i in range(max_length):
+        if i < len(prefix):
+            token = prefix[i]
+        else:
+            scores = table[row, i, last].copy()
+            scores[list(banned)] = -np.inf
+            for s in suppressed:
+                if len(path) >= len(s) - 1 and tuple(path[len(path) - len(s) + 1 :]) == s[:-1]:
+                    scores[s[-1]] = -np.inf
+            token = int(np.argmax(scores))
+        path.append(token)
+        last = token
+        if token == END:
+            break
+    return path + [0] * (max_length - len(path))
+
+
+@pytest.mark.parametrize("search", ["greedy", "sampling top_k=1"])
+@pytest.mark.parametrize("seed", range(3))
+def test_suppressed_sequences_and_a_prefix_in_the_token_by_token_searches(search, seed):
+    rng = np.random.default_rng(seed)
+    table = rng.normal(size=(3, 5, 6, 6)) * 3.0
+    table[..., 4] += 2.0  # the suppressed word's tokens are likely
+    rules = Rules(end_id=END, alpha=0.0, banned_ids=(0, 5), suppressed=((4, 4), (2, 4, 2)))
+    prefixes = [(), (4,), (2, 4)]
+    prefix = Prefix(
+        tf.constant([list(p) + [0] * (5 - len(p)) for p in prefixes]),
+        tf.constant([len(p) for p in prefixes]),
+    )
+    args = (markov_step_fn(table), tf.fill([3], START), {"row": tf.range(3)})
+    if search == "greedy":
+        sequences, _ = greedy_search(*args, max_length=5, rules=rules, prefix=prefix)
+    else:
+        sequences, _ = sample_search(*args, max_length=5, rules=rules, prefix=prefix, top_k=1)
+    for row, forced in enumerate(prefixes):
+        want = _rule_greedy(table, row, 5, (0, 5), ((4, 4), (2, 4, 2)), forced)
+        assert sequences[row, 0].numpy().tolist() == want
+
+
+def test_sampling_never_draws_a_suppressed_sequence():
+    table = np.zeros((1, 6, 6, 6))
+    table[..., 4] = 3.0  # 4 after 4 is drawn often unless suppressed
+    table[..., 0] = -30.0
+    rules = Rules(end_id=END, suppressed=((4, 4),), banned_ids=(2,))
+    sequences, _ = sample_search(
+        markov_step_fn(np.repeat(table, 256, axis=0)), tf.fill([256], START),
+        {"row": tf.range(256)}, max_length=6, rules=rules, seed=3,
+    )  # fmt: skip
+    drawn = sequences.numpy()[:, 0]
+    assert not np.any((drawn[:, 1:] == 4) & (drawn[:, :-1] == 4))
+    assert not np.any(drawn == 2)
+    assert np.sum(drawn == 4) > 100  # the word's token alone is still drawn

@@ -3,6 +3,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.decoding import greedy_search
+from keras_transformer.decoding._common import Rules
 from keras_transformer.decoding.sampling import filter_logits, sample_search
 
 VOCAB, END = 12, 3
@@ -63,7 +64,7 @@ def test_temperature_scales_the_kept_logits():
 def test_top_k_of_one_is_greedy_search(seed):
     step = _bigram(seed)
     start = tf.constant([0, 1, 2, 4, 5])
-    options = dict(max_length=9, end_id=END, alpha=0.6)
+    options = dict(max_length=9, rules=Rules(end_id=END, alpha=0.6))
     greedy = greedy_search(step, start, {}, **options)
     sampled = sample_search(step, start, {}, top_k=1, temperature=0.3, **options)
     np.testing.assert_array_equal(sampled[0].numpy(), greedy[0].numpy())
@@ -75,7 +76,15 @@ def test_draws_follow_the_filtered_distribution():
     rows = 20_000
     start = tf.fill([rows], 5)
     sequences, _ = sample_search(
-        step, start, {}, max_length=1, end_id=END, temperature=1.5, top_k=4, top_p=0.9, seed=7
+        step,
+        start,
+        {},
+        max_length=1,
+        rules=Rules(end_id=END),
+        temperature=1.5,
+        top_k=4,
+        top_p=0.9,
+        seed=7,
     )
     first = sequences.numpy()[:, 0, 0]
     logits = step(tf.constant([5]), 0, {})[0]
@@ -88,7 +97,13 @@ def test_draws_follow_the_filtered_distribution():
 def test_scores_are_the_models_log_probabilities_of_the_sample():
     step = _bigram(4)
     sequences, scores = sample_search(
-        step, tf.constant([1, 2]), {}, max_length=6, end_id=END, temperature=3.0, alpha=0.0, seed=1
+        step,
+        tf.constant([1, 2]),
+        {},
+        max_length=6,
+        rules=Rules(end_id=END, alpha=0.0),
+        temperature=3.0,
+        seed=1,
     )
     table = tf.nn.log_softmax(step(tf.range(VOCAB), 0, {})[0]).numpy()
     for row, previous in enumerate([1, 2]):
@@ -104,7 +119,7 @@ def test_scores_are_the_models_log_probabilities_of_the_sample():
 def test_a_seed_repeats_and_no_seed_draws_anew():
     step = _bigram(5)
     start = tf.fill([64], 1)
-    options = dict(max_length=8, end_id=END, temperature=2.0)
+    options = dict(max_length=8, rules=Rules(end_id=END), temperature=2.0)
     first = sample_search(step, start, {}, seed=11, **options)[0].numpy()
     again = sample_search(step, start, {}, seed=11, **options)[0].numpy()
     np.testing.assert_array_equal(first, again)
@@ -128,4 +143,5 @@ def test_a_seed_repeats_and_no_seed_draws_anew():
 )
 def test_bad_options_are_named(options, message):
     with pytest.raises(ValueError, match=message):
-        sample_search(_bigram(0), tf.constant([1]), {}, max_length=3, end_id=END, **options)
+        sample_search(_bigram(0), tf.constant([1]), {}, max_length=3, rules=Rules(end_id=END),
+                      **options)  # fmt: skip

@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.data.tokenizer import END_ID, START_ID
-from keras_transformer.decoding import Translator, _common, beam_search, greedy_search
+from keras_transformer.decoding import Rules, Translator, _common, beam_search, greedy_search
 
 SENTENCES = [
     "The dog sleeps.",
@@ -37,7 +37,7 @@ def test_search_equals_the_plain_search_over_decode_step(parts, translator, beam
     start = tf.fill([len(SENTENCES)], START_ID)
     if beam_size == 1:
         want, want_scores = greedy_search(
-            model.decode_step, start, state, max_length=MAX_OUTPUT, end_id=END_ID
+            model.decode_step, start, state, max_length=MAX_OUTPUT, rules=Rules(end_id=END_ID)
         )
     else:
         want, want_scores = beam_search(
@@ -46,7 +46,7 @@ def test_search_equals_the_plain_search_over_decode_step(parts, translator, beam
             state,
             beam_size=beam_size,
             max_length=MAX_OUTPUT,
-            end_id=END_ID,
+            rules=Rules(end_id=END_ID),
         )
     got = translator.translate_nbest(tf.constant(SENTENCES), beam_size=beam_size)
     np.testing.assert_array_equal(got["ids"], want)
@@ -88,7 +88,7 @@ def test_caches_that_grow_give_the_search_over_whole_caches(parts, beam_size, mo
     context = translator.encode_text(tf.constant(SENTENCES))
     state = model.init_decoding_state(context, max_output)
     start = tf.fill([len(SENTENCES)], START_ID)
-    options = dict(max_length=max_output, end_id=END_ID)
+    options = dict(max_length=max_output, rules=Rules(end_id=END_ID))
     if beam_size == 1:
         want, want_scores = greedy_search(model.decode_step, start, state, **options)
     else:
@@ -272,10 +272,12 @@ def test_score_needs_one_translation_per_text(translator):
 @pytest.mark.parametrize(
     "options, message",
     [
-        (dict(sampling_temperature=-1.0), "temperature"),
-        (dict(sampling_topk=-2), "top_k"),
-        (dict(sampling_topp=2.0), "top_p"),
-        (dict(sampling_temperature=float("inf")), "`temperature` must be a finite number"),
+        (dict(sampling_temperature=-1.0), "`sampling_temperature`"),
+        (dict(sampling_topk=-2), "`sampling_topk`"),
+        (dict(sampling_topp=2.0), "`sampling_topp`"),
+        (dict(sampling_temperature=float("inf")), "`sampling_temperature` must be a finite"),
+        (dict(beams=2), "Unknown generation setting.*beams"),
+        (dict(generation={"beam_size": 2}), "must be a GenerationConfig"),
     ],
 )
 def test_bad_sampling_options(parts, options, message):
@@ -377,10 +379,12 @@ def test_the_compiled_shapes_are_validated_and_listed(parts):
     # Chunks of 8 and 32 rows run as two programs of 4 and 16 at once.
     assert translator.program_batch_sizes == [1, 4, 16]
     assert translator.compiled_shapes[0] == (1, 16) and len(translator.compiled_shapes) == 12
-    assert len(translator.compiled_searches) == 4
+    assert len(translator.compiled_searches) == 5
     # One beam is greedy search: the two signatures share one program.
     greedy_only = Translator(*parts, beam_size=1, jit_compile=True)
-    assert greedy_only.compiled_searches == ["greedy search", "sampling", "scoring pass"]
+    assert greedy_only.compiled_searches == [
+        "greedy search", "sampling", "scoring pass", "prefix search",
+    ]  # fmt: skip
 
 
 def test_the_translator_leaves_the_model_as_it_was(parts):
@@ -428,3 +432,140 @@ def test_rows_encoded_in_groups_of_similar_length_equal_the_whole_batch(translat
     real = source_ids.numpy() != 0
     # Past a row's length the output is padding, which the decoder masks.
     np.testing.assert_allclose(got[real], want[real], atol=1e-5)
+
+
+# The controls: a target prefix, suppressed phrases, no unknown token.
+
+
+def _uncached_greedy(model, source_ids, prefix, max_length, banned=(0,)):
+    """Greedy decoding by whole passes of the model, no cache, no search
+    code: the prefix's tokens first, then the argmax of the allowed ones.
+    Returns the ids and the score of the tokens after the prefix (GNMT's
+    penalty, alpha 0.6, over their count)."""
+    tokens, total = [START_ID], 0.0
+    for i in range(max_length):
+        logits = model((source_ids, tf.constant([tokens])), training=False)[0, -1].numpy()
+        log_probs = logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+        log_probs[list(banned)] = -np.inf
+        token = prefix[i] if i < len(prefix) else int(np.argmax(log_probs))
+        if i >= len(prefix):
+            total += log_probs[token]
+        tokens.append(token)
+        if token == END_ID:
+            break
+    chosen = len(tokens) - 1 - len(prefix)
+    score = total / ((5 + chosen) / 6) ** 0.6
+    return tokens[1:] + [0] * (max_length + 1 - len(tokens)), score
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["plain", "compiled"])
+def test_a_target_prefix_is_forced_then_searched_on(parts, compiled):
+    model, source, target = parts
+    translator = Translator(model, source, target, beam_size=1, max_output_length=MAX_OUTPUT,
+                            jit_compile=compiled, batch_sizes=(4,))  # fmt: skip
+    plain = translator.translate_nbest(tf.constant(SENTENCES))
+    # Each row its prefix: the start of another row's translation, nothing,
+    # or a word the plain translation does not begin with.
+    prefixes = [_strings(plain["translations"][1:2])[0].split(" ")[0], "", "Ein Hund"]
+    got = translator.translate_nbest(tf.constant(SENTENCES), target_prefix=tf.constant(prefixes))
+    for row, (sentence, prefix) in enumerate(zip(SENTENCES, prefixes)):
+        prefix_ids = target.tokenize(tf.constant([prefix]))[0].numpy().tolist()
+        source_ids = translator.encode_text(tf.constant([sentence]))
+        want, score = _uncached_greedy(model, source_ids, prefix_ids, MAX_OUTPUT)
+        assert got["ids"][row, 0].numpy().tolist() == want
+        assert got["scores"][row, 0].numpy() == pytest.approx(score, abs=1e-4)
+        assert _strings(got["translations"][row])[0].startswith(prefix)
+    # An empty prefix is a plain translation.
+    np.testing.assert_array_equal(got["ids"][1], plain["ids"][1])
+    np.testing.assert_allclose(got["scores"][1], plain["scores"][1], atol=1e-5)
+
+
+def test_the_prefix_search_of_beams_keeps_the_prefix_in_every_hypothesis(translator):
+    prefix = ["Der Hund"] * len(SENTENCES)
+    nbest = translator.translate_nbest(tf.constant(SENTENCES), target_prefix=tf.constant(prefix))
+    for row in _strings(nbest["translations"]):
+        assert row.startswith("Der Hund")
+    # The prefix is given: a hypothesis scores the tokens after it, as
+    # `score` scores the whole translation less the prefix's own tokens.
+    whole = translator.score(tf.constant(SENTENCES), nbest["translations"][:, 0])
+    given = _prefix_log_prob(translator, SENTENCES, prefix)
+    prefix_tokens = len(translator.target_tokenizer.tokenize(tf.constant(prefix[:1]))[0])
+    chosen = whole["length"].numpy().astype("float32") - prefix_tokens
+    want = (whole["log_prob"].numpy() - given) / ((5.0 + chosen) / 6.0) ** 0.6
+    np.testing.assert_allclose(nbest["scores"][:, 0], want, atol=1e-3)
+
+
+def _prefix_log_prob(translator, sentences, prefixes):
+    """The log-probability of each prefix's tokens alone, no end token."""
+    total = []
+    for sentence, prefix in zip(sentences, prefixes):
+        ids = translator.target_tokenizer.tokenize(tf.constant([prefix]))[0].numpy().tolist()
+        source = translator.encode_text(tf.constant([sentence]))
+        inputs = tf.constant([[START_ID] + ids])
+        logits = translator.model((source, inputs), training=False)[0].numpy()
+        log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        total.append(sum(float(log_probs[i, t]) for i, t in enumerate(ids)))
+    return np.array(total, np.float32)
+
+
+@pytest.mark.parametrize(
+    "prefix, error",
+    [
+        ("Hund " * 40, "`target_prefix` is longer than max_output_length \\(16 tokens\\)"),
+        (b"Der \xff", "`target_prefix` is not valid UTF-8"),
+    ],
+)
+def test_a_bad_prefix_is_refused_in_one_line(translator, prefix, error):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=error):
+        translator.translate(tf.constant(["The dog sleeps."]), target_prefix=tf.constant([prefix]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same number of rows"):
+        translator.translate(tf.constant(SENTENCES), target_prefix=tf.constant(["Der"]))
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["plain", "compiled"])
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_suppressed_phrases_never_appear(parts, translator, compiled, beam_size):
+    model, source, target = parts
+    plain = translator.translate_nbest(tf.constant(SENTENCES), beam_size=beam_size)
+    # The phrases the plain translations hold: their first two words, and
+    # one word of a single piece.
+    words = _strings(plain["translations"][:, 0])
+    phrases = sorted({" ".join(w.split(" ")[:2]) for w in words if len(w.split(" ")) > 1})
+    single = next(p for p in target.pieces()[4:] if p.startswith("▁") and len(p) > 2)[1:]
+    config = translator.generation.merged(suppress_sequences=[*phrases, single])
+    constrained = Translator(model, source, target, config, jit_compile=compiled,
+                             batch_sizes=(4,))  # fmt: skip
+    got = constrained.translate_nbest(tf.constant(SENTENCES), beam_size=beam_size)
+    banned = [target.tokenize(tf.constant([p]))[0].numpy().tolist() for p in phrases]
+    single_ids = target.tokenize(tf.constant([single]))[0].numpy().tolist()
+    assert len(single_ids) == 1 and single_ids[0] in constrained.rules.banned_ids
+    for hypothesis in got["ids"].numpy().reshape(-1, MAX_OUTPUT).tolist():
+        for sequence in banned:
+            assert not any(hypothesis[i : i + len(sequence)] == sequence
+                           for i in range(len(hypothesis)))  # fmt: skip
+        assert single_ids[0] not in hypothesis
+    assert got["ids"].numpy().tolist() != plain["ids"].numpy().tolist()
+
+
+def test_disable_unk_never_generates_the_unknown_token(parts):
+    from keras_transformer.data.tokenizer import UNK_ID
+
+    model = _random_model(parts[0], 7)
+    kernel, bias = model.output_projection.get_weights()
+    bias[UNK_ID] = 30.0  # the unknown token would win every step
+    model.output_projection.set_weights([kernel, bias])
+    for beam_size in (1, 3):
+        free = Translator(model, *parts[1:], beam_size=beam_size, max_output_length=8)
+        assert UNK_ID in free.translate_nbest(tf.constant(SENTENCES))["ids"].numpy()
+        kept = Translator(model, *parts[1:], beam_size=beam_size, max_output_length=8,
+                          disable_unk=True)  # fmt: skip
+        ids = kept.translate_nbest(tf.constant(SENTENCES))["ids"].numpy()
+        assert UNK_ID not in ids and ids.any()
+        sampled = kept.translate_sample(tf.constant(SENTENCES * 8), seed=1)["translation"]
+        assert "⁇" not in " ".join(_strings(sampled))
+
+
+def test_a_phrase_of_no_token_is_refused(parts):
+    # A zero-width space is normalized away: nothing is left to ban.
+    with pytest.raises(ValueError, match=r"`suppress_sequences`: '\\u200b' tokenizes to no"):
+        Translator(*parts, suppress_sequences=["\u200b"])

@@ -38,11 +38,12 @@ def session_model(version_dir):
 
 
 TRANSLATIONS = ["Der Hund schläft.", "", "Eine Frau liest.", "x"]
+PREFIXES = ["Der", "", "Ein Mann", ""]
 
 
 @pytest.mark.parametrize("signature", SIGNATURES)
 def test_every_signature_matches_the_python_session(binary, version_dir, session_model, signature):
-    columns = {"text": SENTENCES, "translation": TRANSLATIONS}
+    columns = {"text": SENTENCES, "translation": TRANSLATIONS, "target_prefix": PREFIXES}
     columns = {name: columns[name] for name in SIGNATURE_INPUTS[signature]}
     outputs, _ = cc_loader.run(binary, version_dir, signature, columns)
     expected = session_model.run(

@@ -30,12 +30,12 @@ def compiled_dir(trained_run, tmp_path_factory):
 
 def test_the_export_lists_its_programs_and_the_flag_it_needs(compiled_dir):
     info = read_export_info(compiled_dir)
-    # Inputs reach 256 tokens (the default): lengths 16 and 256; four
-    # compiled searches (beam, greedy, sampling, scoring) per shape.
+    # Inputs reach 256 tokens (the default): lengths 16 and 256; five
+    # compiled searches (beam, greedy, sampling, scoring, prefix) per shape.
     assert info["batch_sizes"] == [1, 4] and info["lengths"] == [16, 256]
     assert info["program_batch_sizes"] == [1, 2]  # a batch of 4 runs as two of 2
     assert info["split_batches"] is True
-    assert info["programs"] == 4 * 2 * 2
+    assert info["programs"] == 5 * 2 * 2
     assert info["tf_serving_flag"] == XLA_FLAG
     check_servable(compiled_dir)
 

@@ -1,45 +1,55 @@
 """`ExportOptions`: the export's settings, checked in one place."""
 
 import dataclasses
+import json
 
 import pytest
 
+from keras_transformer.decoding.generation_config import GenerationConfig
 from keras_transformer.export.options import ExportOptions, check_compiled_shapes
 
 REQUIRED = {"run": "runs/demo", "export_base": "exports/demo"}
 
 
+def _options(**values):
+    """Options as a `--config` file gives them: generation settings by name."""
+    return ExportOptions.from_dict({**REQUIRED, **values})
+
+
 def test_defaults_are_the_documented_ones():
     options = ExportOptions(**REQUIRED)
-    assert (options.format, options.weights) == ("savedmodel", "auto")
-    decoding = options.decoding()
-    assert (decoding["beam_size"], decoding["alpha"], decoding["max_output_length"]) == (
-        4,
-        0.6,
-        128,
-    )
-    assert (decoding["length_penalty"], decoding["forced_end"]) == ("gnmt", False)
-    assert decoding["renormalize"] is False
+    assert (options.format, options.weights, options.generation) == ("savedmodel", "auto", {})
 
 
-def test_the_run_generation_settings_fill_what_the_options_leave_open():
+def test_the_run_generation_settings_fill_what_the_options_leave_open(tmp_path):
     generation = {"beam_size": 6, "alpha": 1.0, "length_penalty": "power",
-                  "max_output_length": 511, "forced_end": True, "renormalize": True}  # fmt: skip
-    decoding = ExportOptions(**REQUIRED).decoding(generation)
-    assert decoding["beam_size"] == 6 and decoding["length_penalty"] == "power"
-    assert decoding["max_output_length"] == 511 and decoding["forced_end"] is True
-    assert decoding["renormalize"] is True
-    given = ExportOptions(**REQUIRED, beam_size=2, length_penalty="gnmt", forced_end=False,
-                          renormalize=False)  # fmt: skip
-    decoding = given.decoding(generation)
-    assert (decoding["beam_size"], decoding["length_penalty"], decoding["forced_end"],
-            decoding["renormalize"]) == (2, "gnmt", False, False)  # fmt: skip
-    assert decoding["alpha"] == 1.0
+                  "max_output_length": 511, "forced_end": True, "renormalize": True,
+                  "ignored": {"no_repeat_ngram_size": 3}}  # fmt: skip
+    (tmp_path / "generation.json").write_text(json.dumps(generation))
+    config = _options(run=str(tmp_path)).generation_config()
+    assert config == GenerationConfig.from_dict(generation)
+    assert (config.beam_size, config.length_penalty, config.max_output_length) == (6, "power", 511)
+    given = _options(run=str(tmp_path), beam_size=2, length_penalty="gnmt", forced_end=False,
+                     renormalize=False, suppress_sequences=["das Haus"])  # fmt: skip
+    config = given.generation_config()
+    assert (config.beam_size, config.length_penalty, config.forced_end,
+            config.renormalize) == (2, "gnmt", False, False)  # fmt: skip
+    assert config.alpha == 1.0 and config.suppress_sequences == ("das Haus",)
+    # A run trained here has none: the defaults, then the flags.
+    assert _options(run=str(tmp_path / "none")).generation_config() == GenerationConfig()
+
+
+def test_a_run_s_bad_generation_json_is_named(tmp_path):
+    (tmp_path / "generation.json").write_text(json.dumps({"beam_size": 0}))
+    with pytest.raises(ValueError, match="generation.json: `beam_size` must be a positive int"):
+        _options(run=str(tmp_path)).generation_config()
 
 
 def test_from_dict_round_trips_and_refuses_unknown_keys():
-    options = ExportOptions(**REQUIRED, jit_compile=True, batch_sizes=[1, 4])
+    options = ExportOptions(**REQUIRED, jit_compile=True, batch_sizes=[1, 4],
+                            generation={"beam_size": 2})  # fmt: skip
     assert ExportOptions.from_dict(dataclasses.asdict(options)) == options
+    assert _options(jit_compile=True, batch_sizes=[1, 4], beam_size=2) == options
     with pytest.raises(ValueError, match="Unknown export option.*beams"):
         ExportOptions.from_dict({**REQUIRED, "beams": 3})
 
@@ -89,11 +99,15 @@ def test_batch_sizes_read_as_the_command_line_gives_them(text, expected):
         ({"format": "ctranslate2", "sampling_topk": 5}, "--sampling-topk: --format ctranslate2"),
         ({"format": "huggingface", "sampling_topp": 0.9}, "--sampling-topp applies to --format"),
         ({"format": "huggingface", "length_penalty": "gnmt"}, "generate\\(\\) has the power form"),
+        ({"suppress_sequences": "das Haus"}, "a list of phrases, not one string"),
+        ({"suppress_sequences": ["  "]}, "each phrase must be a non-blank string"),
+        ({"disable_unk": "yes"}, "`disable_unk` must be true or false"),
+        ({"generation": {"beams": 2}}, "Unknown generation setting.*beams"),
     ],
 )
 def test_bad_values_and_combinations_are_named(values, match):
     with pytest.raises(ValueError, match=match):
-        ExportOptions(**{**REQUIRED, **values})
+        _options(**values)
 
 
 def test_ctranslate2_takes_a_quantization():
@@ -102,10 +116,9 @@ def test_ctranslate2_takes_a_quantization():
     )
 
 
-def test_split_batches_is_on_by_default_and_reaches_the_export():
-    assert ExportOptions(**REQUIRED).decoding()["split_batches"] is True
-    whole = ExportOptions(**REQUIRED, jit_compile=True, split_batches=False)
-    assert whole.decoding()["split_batches"] is False
+def test_split_batches_is_on_by_default():
+    assert ExportOptions(**REQUIRED).split_batches is True
+    assert ExportOptions(**REQUIRED, jit_compile=True, split_batches=False).split_batches is False
 
 
 def test_the_python_export_checks_the_same_shapes():
@@ -116,12 +129,7 @@ def test_the_python_export_checks_the_same_shapes():
         check_compiled_shapes(False, None, None, split_batches=False)
 
 
-def test_huggingface_s_generation_is_the_run_s_under_the_flags():
-    options = ExportOptions(**REQUIRED, format="huggingface", beam_size=6, alpha=-0.5,
-                            length_penalty="power")  # fmt: skip
-    run = {"beam_size": 4, "alpha": 1.0, "length_penalty": "power", "max_output_length": 23,
-           "forced_end": True, "renormalize": True}  # fmt: skip
-    assert options.generation(run) == {**run, "beam_size": 6, "alpha": -0.5}
-    # A run trained here has none: the defaults of every export, then the flags.
-    assert options.generation(None)["max_output_length"] == 128
-    assert options.generation(None)["alpha"] == -0.5
+def test_huggingface_takes_the_constraints_generate_has():
+    options = _options(format="huggingface", beam_size=6, alpha=-0.5, length_penalty="power",
+                       suppress_sequences=["Haus"], disable_unk=True)  # fmt: skip
+    assert options.generation["suppress_sequences"] == ["Haus"]
