@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from keras_transformer import cli
 from keras_transformer.data.tokenizer import END_ID, START_ID
-from keras_transformer.decoding import Translator
+from keras_transformer.decoding import GenerationConfig, Translator
 from keras_transformer.interop import marian
 from keras_transformer.training.run_directory import load_run, read_generation
 from tests.interop import marian_checkpoints as checkpoints
@@ -138,13 +138,8 @@ def _generate(imported, texts, **options):
 
 
 def _translator(imported, **overrides):
-    generation = {**imported["generation"], **overrides}
-    return Translator(
-        imported["model"], imported["source"], imported["target"],
-        beam_size=generation["beam_size"], alpha=generation["alpha"],
-        length_penalty=generation["length_penalty"], forced_end=generation["forced_end"],
-        renormalize=generation["renormalize"], max_output_length=generation["max_output_length"],
-    )  # fmt: skip
+    generation = GenerationConfig.from_dict(imported["generation"]).merged(**overrides)
+    return Translator(imported["model"], imported["source"], imported["target"], generation)
 
 
 def _decoded(values):
@@ -351,3 +346,67 @@ def test_other_activations_import_exactly_and_go_back(tmp_path, name, keras_name
                      "--format", "huggingface"]) == 0  # fmt: skip
     with open(os.path.join(out, "1", "config.json")) as f:
         assert json.load(f)["activation_function"] == written
+
+
+# The controls, as generate() has them: bad_words_ids for suppressed
+# phrases, a decoder prompt for a target prefix.
+
+
+def _target_ids(imported, text):
+    """`text` in the checkpoint's target ids, as generate() reads them."""
+    hf = imported["hf_tokenizer"]
+    return hf(text_target=text, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_suppressed_phrases_decode_as_generate_s_bad_words_ids(imported, beam_size):
+    texts = NONEMPTY
+    free = _generate(imported, texts, num_beams=beam_size)
+    # Phrases the free translations hold: two words each, and one word.
+    phrases = sorted({" ".join(t.split()[:2]) for t in free if len(t.split()) > 1})[:3]
+    phrases.append(next(t.split()[-1] for t in free if t.split()))
+    bad = [_target_ids(imported, p) for p in phrases]
+    pad = imported["hf"].generation_config.pad_token_id
+    expected = _generate(imported, texts, num_beams=beam_size, bad_words_ids=[[pad], *bad])
+    assert expected != free
+    translator = _translator(imported, beam_size=beam_size, suppress_sequences=phrases)
+    got = _decoded(translator.translate(tf.constant(texts))["translation"])
+    assert got == expected
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_a_target_prefix_decodes_as_generate_s_decoder_prompt(imported, beam_size):
+    texts = NONEMPTY[:4]
+    free = _generate(imported, texts, num_beams=beam_size)
+    # Each its own prefix: the first pieces of another line's translation
+    # (the random model's words run long), as text that tokenizes back to
+    # them.
+    target = imported["target"]
+    prefixes = []
+    for i in range(len(texts)):
+        ids = target.tokenize(tf.constant([free[(i + 1) % len(free)] or "Haus"]))[0][:2]
+        prefix = target.detokenize(ids[None])[0].numpy().decode("utf-8")
+        assert target.tokenize(tf.constant([prefix]))[0].numpy().tolist() == ids.numpy().tolist()
+        prefixes.append(prefix)
+    hf, start = imported["hf_tokenizer"], imported["hf"].generation_config.decoder_start_token_id
+    expected, scores = [], []
+    for text, prefix in zip(texts, prefixes):
+        batch = hf([text], return_tensors="pt")
+        prompt = torch.tensor([[start, *_target_ids(imported, prefix)]])
+        with torch.no_grad():
+            out = imported["hf"].generate(
+                **batch,
+                num_beams=beam_size,
+                decoder_input_ids=prompt,
+                output_scores=True,
+                return_dict_in_generate=True,
+            )
+        expected += hf.batch_decode(out.sequences, skip_special_tokens=True)
+        if beam_size > 1:
+            scores.append(float(out.sequences_scores[0]))
+    translator = _translator(imported, beam_size=beam_size)
+    got = translator.translate(tf.constant(texts), target_prefix=tf.constant(prefixes))
+    assert _decoded(got["translation"]) == expected
+    assert all(t.startswith(p) for t, p in zip(expected, prefixes))
+    if beam_size > 1:  # the prompt scores nothing, and its length is not counted
+        np.testing.assert_allclose(got["score"].numpy(), scores, atol=1e-4)

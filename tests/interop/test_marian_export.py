@@ -72,6 +72,17 @@ def test_an_imported_run_goes_back_with_the_same_log_probabilities(shared, tied,
             10,
         )
         assert "renormalize_logits" not in flagged
+        # Suppressed phrases and the unknown token go as bad_words_ids, in
+        # the checkpoint's ids (the Marian tokenizer's own for the phrase).
+        (tmp_path / "phrases.txt").write_text("Haus\n", encoding="utf-8")
+        assert cli.main(["export", "--run", run, "--export-base", str(tmp_path / "hf-bad"),
+                         "--format", "huggingface", "--suppress-sequences",
+                         str(tmp_path / "phrases.txt"), "--disable-unk"]) == 0  # fmt: skip
+        with open(tmp_path / "hf-bad" / "1" / "generation_config.json") as f:
+            bad = json.load(f)["bad_words_ids"]
+        tokenizer = checkpoints.hf_tokenizer(str(tmp_path / "hf-bad" / "1"))
+        haus = tokenizer(text_target="Haus", add_special_tokens=False)["input_ids"]
+        assert bad == [[flagged["pad_token_id"]], [tokenizer.unk_token_id], haus]
     with open(os.path.join(written, "config.json")) as f:
         assert json.load(f)["tie_word_embeddings"] is tied
     sources, targets = [p[0] for p in PAIRS], [p[1] for p in PAIRS]

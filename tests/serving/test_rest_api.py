@@ -96,6 +96,17 @@ def test_row_and_columnar_formats_match_grpc(serving):
         serving, "/v1/models/translator:predict", {"instances": [{"text": s} for s in SENTENCES]}
     )
     assert code == 200 and named == rows
+    # A target prefix over REST: each translation continues its own; an
+    # empty one is the plain translation.
+    prefixes = [expected["translation"][0].split(" ")[0]] + [""] * (len(SENTENCES) - 1)
+    code, prefixed = _call(serving, "/v1/models/translator/versions/2:predict", {
+        "signature_name": "translate_prefix",
+        "inputs": {"text": SENTENCES, "target_prefix": prefixes},
+    })  # fmt: skip
+    assert code == 200
+    translations = prefixed["outputs"]["translation"]
+    assert translations[0].startswith(prefixes[0])
+    assert translations[1:] == expected["translation"][1:]
 
 
 def test_status_metadata_and_labels(serving):
@@ -116,6 +127,8 @@ def test_status_metadata_and_labels(serving):
         "attention",
         "translate_sample",
         "score",
+        "translate_prefix",
+        "translate_prefix_nbest",
     }
 
 

@@ -88,6 +88,8 @@ def test_metadata_and_status(client):
         "attention",
         "translate_sample",
         "score",
+        "translate_prefix",
+        "translate_prefix_nbest",
     }
     assert signatures["serving_default"].method_name == "tensorflow/serving/predict"
     assert set(signatures["serving_default"].outputs) == {"translation", "score"}
