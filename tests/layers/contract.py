@@ -80,6 +80,10 @@ def check_saved_model(case, tmp_path):
 
 
 def check_mixed_precision(case, policy, tolerance):
+    # The reference's weights are drawn from a fixed seed: drawn from
+    # whatever state earlier tests left, one weight set in hundreds put an
+    # element of bfloat16's Decoder just past its tolerance.
+    keras.utils.set_random_seed(0)
     reference = case.make()
     expected = to_numpy(_call(reference, case.inputs, case))
     layer = case.make(dtype=policy)
