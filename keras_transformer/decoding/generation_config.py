@@ -161,6 +161,17 @@ class GenerationConfig:
             raise ValueError(f"{path}: expected a JSON object of generation settings")
         return cls.from_dict(values, source=path)
 
+    def suppressed_ids(self, target_tokenizer):
+        """Each of `suppress_sequences` as the target tokenizer's ids (a
+        list of ints a phrase); a phrase of no token is refused, naming it."""
+        sequences = []
+        for phrase in self.suppress_sequences:
+            ids = target_tokenizer.tokenize([phrase])[0].numpy().tolist()
+            if not ids:
+                raise ValueError(f"`suppress_sequences`: {shown(phrase)} tokenizes to no token")
+            sequences.append(ids)
+        return sequences
+
     @classmethod
     def for_run(cls, run_path):
         """The config of a training run: its `generation.json` (an

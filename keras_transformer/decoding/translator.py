@@ -4,7 +4,7 @@ import functools
 
 import tensorflow as tf
 
-from keras_transformer._validation import check_positive_int, shown
+from keras_transformer._validation import check_positive_int
 from keras_transformer.data.tokenizer import END_ID, PAD_ID, START_ID, UNK_ID
 from keras_transformer.decoding import _common
 from keras_transformer.decoding._common import Prefix, Rules
@@ -132,10 +132,7 @@ class Translator(tf.Module):
         ids. A suppressed phrase of one token is a banned id."""
         banned = [PAD_ID] + ([UNK_ID] if generation.disable_unk else [])
         sequences = []
-        for phrase in generation.suppress_sequences:
-            ids = self.target_tokenizer.tokenize(tf.constant([phrase]))[0].numpy().tolist()
-            if not ids:
-                raise ValueError(f"`suppress_sequences`: {shown(phrase)} tokenizes to no token")
+        for ids in generation.suppressed_ids(self.target_tokenizer):
             if len(ids) == 1:
                 banned += ids
             else:

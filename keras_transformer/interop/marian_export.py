@@ -189,10 +189,7 @@ def _generation_config(generation, target_tokenizer):
     has of it (the power length penalty; suppressed phrases and the
     unknown token as `bad_words_ids`, in Marian's ids)."""
     bad = [[END_ID]] + ([[UNK_ID]] if generation.disable_unk else [])
-    for phrase in generation.suppress_sequences:
-        ids = target_tokenizer.tokenize([phrase])[0].numpy().tolist()
-        if not ids:
-            raise ValueError(f"`suppress_sequences`: {phrase!r} tokenizes to no token")
+    for ids in generation.suppressed_ids(target_tokenizer):
         bad.append([_SWAP.get(i, i) for i in ids])
     config = {
         "num_beams": generation.beam_size,

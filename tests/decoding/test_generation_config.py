@@ -53,22 +53,26 @@ def test_json_round_trips(config, tmp_path):
     assert json.loads(path.read_text())["suppress_sequences"] == list(config.suppress_sequences)
 
 
-def test_a_file_s_keys_are_checked_and_named(tmp_path):
+def test_a_missing_file_is_the_defaults_and_a_note_is_not_a_setting(tmp_path):
     assert GenerationConfig.read(tmp_path / "missing.json") == GenerationConfig()
     path = tmp_path / "generation.json"
     path.write_text('{"beam_size": 3, "ignored": {"no_repeat_ngram_size": 3}}')
-    assert GenerationConfig.read(path).beam_size == 3  # a note is not a setting
-    path.write_text('{"num_beams": 3}')
-    with pytest.raises(ValueError, match="generation.json: unknown generation setting.*num_beams"):
-        GenerationConfig.read(path)
-    path.write_text('{"alpha": "high"}')
-    with pytest.raises(ValueError, match="generation.json: `alpha` must be a finite number"):
-        GenerationConfig.read(path)
-    path.write_text("[1]")
-    with pytest.raises(ValueError, match="a JSON object"):
-        GenerationConfig.read(path)
-    path.write_text("{")
-    with pytest.raises(ValueError, match="is not a JSON file"):
+    assert GenerationConfig.read(path).beam_size == 3
+
+
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ('{"num_beams": 3}', "generation.json: unknown generation setting.*num_beams"),
+        ('{"alpha": "high"}', "generation.json: `alpha` must be a finite number"),
+        ("[1]", "a JSON object"),
+        ("{", "is not a JSON file"),
+    ],
+)
+def test_a_file_s_keys_are_checked_and_named(tmp_path, text, match):
+    path = tmp_path / "generation.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=match):
         GenerationConfig.read(path)
 
 
