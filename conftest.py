@@ -164,6 +164,7 @@ _DOCTEST_RESOURCES = {
     "export_dir": ("export_base",),
     "export_base": ("export_base",),
     "model": ("trained_run",),
+    "run_dir": ("trained_run",),
     "marian_dir": (),
 }
 
@@ -198,13 +199,8 @@ def _doctest_globals(request, doctest_namespace):
     if needed & {"export_dir", "export_base"}:
         base = request.getfixturevalue("export_base")
         doctest_namespace.update(export_base=base, export_dir=os.path.join(base, "1"))
-    if "build" in _free_names(source):
-        from keras_transformer.export import cc_loader
-
-        try:
-            cc_loader.build()
-        except cc_loader.CcLoaderUnavailable as error:
-            pytest.skip(str(error))
+    if "run_dir" in needed:
+        doctest_namespace["run_dir"] = request.getfixturevalue("trained_run")["run"]
     if "marian_dir" in needed:
         from tests.interop.marian_checkpoints import build_checkpoint
 

@@ -156,7 +156,7 @@ def time_signatures(served, sentences, repeats):
 def open_session(path, threads):
     """The export at `path` in a `SessionModel` with `threads` = `[intra,
     inter]` (0: TensorFlow's choice)."""
-    from keras_transformer.export import SessionModel
+    from keras_transformer.runtime import SessionModel
 
     config = tf.compat.v1.ConfigProto(
         intra_op_parallelism_threads=threads[0], inter_op_parallelism_threads=threads[1]

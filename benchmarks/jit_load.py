@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The server's own loading: the session, then the warmup replay.
 _LOAD = """
 import resource, sys
-from keras_transformer.export import xla_cache
+from keras_transformer.runtime import xla_cache
 if len(sys.argv) > 2:
     xla_cache.enable(sys.argv[2])
 from keras_transformer.serving.versions import Version
@@ -59,7 +59,7 @@ def main():
     import decode_latency
 
     from keras_transformer.export import export_version
-    from keras_transformer.export.compiled import read_export_info
+    from keras_transformer.runtime.export_info import read_export_info
 
     def ints(text):
         return [int(v) for v in text.split(",")] if text else None

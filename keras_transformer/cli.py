@@ -297,10 +297,10 @@ def _plot(args):
 
 
 def _export(args):
-    from keras_transformer.export.options import export
+    from keras_transformer.export.export_run import export_run
 
     options = args.options
-    path = export(options)
+    path = export_run(options)
     print(path)
     if options.jit_compile:
         _export_info(path)
@@ -308,7 +308,7 @@ def _export(args):
 
 def _export_info(path):
     """Says on stderr how a `--jit-compile` export runs."""
-    from keras_transformer.export.compiled import read_export_info
+    from keras_transformer.runtime.export_info import read_export_info
 
     info = read_export_info(path)
     print(
@@ -329,7 +329,7 @@ def _stdin_sentences():
 
 
 def _translate(args):
-    from keras_transformer.export.local import translate_with_savedmodel
+    from keras_transformer.runtime.local import translate_with_savedmodel
 
     sentences = args.sentences or _stdin_sentences()
     results = translate_with_savedmodel(
@@ -347,7 +347,7 @@ def _translate(args):
 
 def _score(args):
     from keras_transformer.data.sources import read_aligned_lines
-    from keras_transformer.export.local import score_with_savedmodel
+    from keras_transformer.runtime.local import score_with_savedmodel
 
     sources, targets = read_aligned_lines(args.source, args.target)
     log_probs, lengths = score_with_savedmodel(
@@ -498,7 +498,7 @@ def _score_parser(sub):
 
 
 def _translate_parser(sub):
-    from keras_transformer.export.signatures import SIGNATURE_INPUTS, SIGNATURES
+    from keras_transformer.runtime.signatures import SIGNATURE_INPUTS, SIGNATURES
 
     p = sub.add_parser("translate", help="translate with an exported SavedModel")
     _add_model_flags(p)
@@ -529,7 +529,7 @@ def _translate_parser(sub):
 
 
 def _client_parser(sub):
-    from keras_transformer.export.signatures import SIGNATURES
+    from keras_transformer.runtime.signatures import SIGNATURES
 
     p = sub.add_parser("client", help="translate through a TF Serving gRPC server")
     p.add_argument(

@@ -488,8 +488,11 @@ def test_tune_without_its_required_keys_is_one_line(capsys):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--quantization", "int8"], "--quantization applies to --format ctranslate2 only"),
-        (["--format", "ctranslate2", "--jit-compile"], "--jit-compile applies to --format"),
+        (["--quantization", "int8"], "--quantization int8: --format savedmodel takes none"),
+        (
+            ["--format", "ctranslate2", "--jit-compile"],
+            "--jit-compile does not apply to --format ctranslate2",
+        ),
         (["--batch-sizes", "1,0"], "expected positive ints"),
         (["--batch-sizes", "8"], "are the shapes of `jit_compile=True` (--jit-compile) only"),
         (["--beam-size", "0"], "`beam_size` must be a positive int"),

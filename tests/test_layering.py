@@ -1,7 +1,8 @@
 """The package's folders are its architecture: data flows one way, from the
-layers to the server, and no module imports from a part to its right. The
-layers and the model stay backend-neutral Keras: no TensorFlow, no private
-Keras API."""
+layers to the server, no module imports from a part to its right, and no
+modules import each other in a loop (within a part, or between parts that
+share a place). The layers and the model stay backend-neutral Keras: no
+TensorFlow, no private Keras API."""
 
 import ast
 import pathlib
@@ -33,9 +34,10 @@ PLACES = {
     "data": 3,
     "training": 4,
     "decoding": 5,
-    "export": 6,
-    "interop": 6,  # checkpoints of other toolkits, read into runs and written back
+    "interop": 6,  # checkpoints of other toolkits read into runs, and their weight tables
     "tuning": 6,  # wraps models and training for keras-tuner, scores with decoding
+    "runtime": 6,  # loads and runs an export: for the server, the corpus jobs, the CLI
+    "export": 7,  # the writers of every format, one registry of them
     "serving": 7,
     "corpus": 7,  # offline batch jobs over an export, beside the server
     "cli": 8,  # a thin shell over all of them
@@ -90,6 +92,46 @@ def backward_imports(root, places):
     return found
 
 
+def _modules(root):
+    """The dotted names of the modules under the package folder `root`."""
+    return {".".join(_module_name(path, root)) for path in root.rglob("*.py")}
+
+
+def import_loops(root):
+    """Each loop of imports among the modules under `root`, nested imports
+    included, as `a -> b -> a` (one line a loop, from its first module in
+    sorted order)."""
+    modules = _modules(root)
+    graph = {}
+    for where, _, _, name in imports(root):
+        source = ".".join(_module_name(root.parent / where, root))
+        dotted = name.split(".")
+        # `from package.module import name` reads the module.
+        while dotted and ".".join(dotted) not in modules:
+            dotted.pop()
+        target = ".".join(dotted)
+        if target and target != source and dotted[0] == root.name:
+            graph.setdefault(source, set()).add(target)
+    loops, done = set(), set()
+
+    def visit(node, path):
+        if node in path:
+            loop = path[path.index(node) :]
+            first = loop.index(min(loop))
+            loop = loop[first:] + loop[:first]
+            loops.add(" -> ".join(loop + [loop[0]]))
+            return
+        if node in done:
+            return
+        for target in sorted(graph.get(node, ())):
+            visit(target, path + [node])
+        done.add(node)
+
+    for node in sorted(graph):
+        visit(node, [])
+    return sorted(loops)
+
+
 def test_every_part_has_a_place():
     parts = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
     parts |= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
@@ -98,6 +140,10 @@ def test_every_part_has_a_place():
 
 def test_no_part_imports_from_its_right():
     assert backward_imports(PACKAGE, PLACES) == []
+
+
+def test_no_modules_import_each_other_in_a_loop():
+    assert import_loops(PACKAGE) == []
 
 
 def test_the_layers_and_model_are_backend_neutral_keras():
@@ -136,3 +182,32 @@ def test_a_backward_import_is_found(tmp_path, statement):
     _write(root, "training/fit.py", "from ..layers import attention\nfrom . import loop\n")
     found = backward_imports(root, PLACES)
     assert len(found) == 1 and found[0].startswith("keras_transformer/layers/attention.py:")
+
+
+@pytest.mark.parametrize(
+    "files, loop",
+    [
+        # Within a part: an options module that also dispatches to a writer.
+        ({"export/options.py": "def export():\n    from . import servable\n",
+          "export/servable.py": "from .options import check\n"},
+         "keras_transformer.export.options -> keras_transformer.export.servable"),
+        # Between two parts of one place, the import deferred into a function.
+        ({"export/options.py": "def f():\n    from ..interop import marian_export\n",
+          "interop/marian_export.py": "from keras_transformer.export.servable import write\n",
+          "export/servable.py": "from keras_transformer.export import options\n"},
+         "keras_transformer.export.options -> keras_transformer.interop.marian_export"
+         " -> keras_transformer.export.servable"),
+        # No loop: a chain.
+        ({"export/options.py": "", "export/servable.py": "from . import options\n",
+          "interop/marian_export.py": "from ..export import servable\n"}, None),
+    ],
+)  # fmt: skip
+def test_an_import_loop_is_found(tmp_path, files, loop):
+    root = tmp_path / "keras_transformer"
+    _write(root, "__init__.py")
+    for part in ("export", "interop"):
+        _write(root, f"{part}/__init__.py")
+    for relative, text in files.items():
+        _write(root, relative, text)
+    found = import_loops(root)
+    assert found == ([] if loop is None else [f"{loop} -> keras_transformer.export.options"])

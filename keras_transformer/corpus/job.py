@@ -48,7 +48,7 @@ from keras_transformer.corpus.records import (
     read_records,
     read_shards,
 )
-from keras_transformer.export import xla_cache
+from keras_transformer.runtime import xla_cache
 
 __all__ = ["ray_dataset", "read_shards", "run_corpus"]
 

@@ -3,9 +3,9 @@ engine's workers hold, loaded once per worker process."""
 
 import numpy as np
 
-from keras_transformer.export import xla_cache
-from keras_transformer.export.local import resolve_version_dir
-from keras_transformer.export.session_model import SessionModel, SignatureNotFound
+from keras_transformer.runtime import xla_cache
+from keras_transformer.runtime.local import resolve_version_dir
+from keras_transformer.runtime.session_model import SessionModel, SignatureNotFound
 
 # Each task: its default signature, the outputs it needs, and how a row of
 # them becomes a record's fields.

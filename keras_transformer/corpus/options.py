@@ -142,7 +142,7 @@ class CorpusOptions:
         """The signature to run: `signature`, else with --target-prefix the
         task's prefix signature; None is the task's own."""
         if self.signature is None and self.target_prefix is not None:
-            from keras_transformer.export.signatures import PREFIX_SIGNATURES
+            from keras_transformer.runtime.signatures import PREFIX_SIGNATURES
 
             return PREFIX_SIGNATURES[{"translate": "serving_default",
                                       "nbest": "translate_nbest"}[self.task]]  # fmt: skip

@@ -9,6 +9,7 @@ from keras_transformer.data.tokenizer import END_ID, PAD_ID, START_ID, UNK_ID
 from keras_transformer.decoding import _common
 from keras_transformer.decoding._common import Prefix, Rules
 from keras_transformer.decoding.beam_search import beam_search
+from keras_transformer.decoding.compiled_shapes import check_compiled_shapes
 from keras_transformer.decoding.generation_config import GenerationConfig
 from keras_transformer.decoding.greedy import greedy_search
 from keras_transformer.decoding.sampling import sample_search
@@ -110,6 +111,7 @@ class Translator(tf.Module):
         self.max_output_length = min(generation.max_output_length, self.max_length)
         self._check_beam_size(self.beam_size)
         self.rules = self._rules(generation)
+        check_compiled_shapes(jit_compile, batch_sizes, lengths, split_batches)
         self.jit_compile = bool(jit_compile)
         self.shapes = ShapeRunner(
             batch_sizes,

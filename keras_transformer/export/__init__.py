@@ -1,4 +1,6 @@
-"""Export: the servable SavedModel, its signatures and servability checks.
+"""Export: the writers of every format, one registry of them (`export_run`),
+and the servability checks. What loads and runs an export is
+`keras_transformer.runtime`.
 
 Names load on first use; importing the package checks the `serving` extra."""
 
@@ -8,19 +10,18 @@ __getattr__, __dir__, __all__ = _lazy.attach(
     globals(),
     {
         "ExportOptions": "options",
+        "Exporter": "exporters",
+        "LoadedRun": "exporters",
         "NotServableError": "servability",
-        "SIGNATURE_INPUTS": "signatures",
-        "SIGNATURES": "signatures",
-        "SessionModel": "session_model",
-        "SignatureError": "session_model",
-        "SignatureNotFound": "session_model",
         "check_servable": "servability",
         "export_ctranslate2": "ctranslate2",
-        "export_ctranslate2_run": "ctranslate2",
-        "export_run": "servable",
+        "export_marian": "marian",
+        "export_run": "export_run",
         "export_translator": "servable",
         "export_version": "servable",
-        "versions": "servable",
+        "exporter_names": "exporters",
+        "get_exporter": "exporters",
+        "register_exporter": "exporters",
     },
     requires=(("tensorflow", "serving"), ("tensorflow_text", "serving")),
 )

@@ -12,9 +12,8 @@ import json
 import os
 
 from keras_transformer.export.warmup import DEFAULT_SENTENCES, predict_request
+from keras_transformer.runtime.export_info import INFO_PATH, XLA_FLAG
 
-INFO_PATH = os.path.join("assets.extra", "keras_transformer.json")
-XLA_FLAG = "--xla_cpu_compilation_enabled=true"
 # Signatures whose compiled program another one already runs: the beam
 # search of `serving_default` is the one of `translate_nbest` and
 # `attention`.
@@ -48,16 +47,6 @@ def write_export_info(export_dir, info):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(info, f, indent=1)
     return path
-
-
-def read_export_info(export_dir):
-    """The export's `keras_transformer.json` as a dict, or `{}` (a plain
-    export has none)."""
-    path = os.path.join(export_dir, INFO_PATH)
-    if not os.path.exists(path):
-        return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def text_of_length(tokenizer, tokens, words=None):

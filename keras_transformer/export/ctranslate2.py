@@ -35,12 +35,16 @@ True
 """
 
 import os
+import typing
 
 import numpy as np
 
 from keras_transformer._extras import require
-from keras_transformer.data.tokenizer import END_ID, START_ID, UNK_ID
+from keras_transformer.interop import weight_tables
+from keras_transformer.special_ids import END_ID, START_ID, UNK_ID
 
+# CTranslate2's weight types (`--quantization`); numpy alone is imported
+# here, so that the command line reads them before loading TensorFlow.
 QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
 
 
@@ -48,37 +52,66 @@ def _array(tensor):
     return np.asarray(tensor, dtype=np.float32)
 
 
-def _linear(spec, kernels, biases):
-    """Sets `spec` to the projections `kernels` (each `[in, ...out]`)
-    fused along their outputs, in CTranslate2's `[out, in]` layout."""
-    matrices = [_array(k).reshape(_array(k).shape[0], -1).T for k in kernels]
-    spec.weight = np.concatenate(matrices, axis=0)
-    spec.bias = np.concatenate([_array(b).reshape(-1) for b in biases])
+class Row(typing.NamedTuple):
+    """One weight of CTranslate2's spec and the sublayers of ours it holds."""
+
+    ours: tuple  # our weights' paths without `_kernel`/`_bias` (fused in order),
+    # or a layer norm's
+    theirs: str  # the spec's path (`encoder.layer.0.self_attention.linear.0`)
+    transform: str  # "linear", "heads_linear" or "norm"
 
 
-def _norm(spec, layer):
-    spec.gamma = _array(layer.gamma)
-    spec.beta = _array(layer.beta)
+def ctranslate2_rows(model):
+    """The table of a `Transformer` in CTranslate2's `TransformerSpec`: the
+    blocks' projections (the self-attention's query, key and value fused,
+    the cross-attention's key and value), norms and feed-forward layers;
+    the embeddings and the output projection are `transformer_spec`'s."""
+    rows = []
+    for stack in ("encoder", "decoder"):
+        for i, block in enumerate(weight_tables.resolve(model, stack).blocks):
+            ours, theirs = f"{stack}.blocks.{i}.", f"{stack}.layer.{i}."
+            self_attention = ours + "self_attention."
+            rows += [
+                Row(tuple(self_attention + p for p in ("query", "key", "value")),
+                    theirs + "self_attention.linear.0", "linear"),
+                Row((self_attention + "output",), theirs + "self_attention.linear.1",
+                    "heads_linear"),
+                Row((ours + "self_attention_norm",), theirs + "self_attention.layer_norm", "norm"),
+            ]  # fmt: skip
+            if hasattr(block, "cross_attention"):
+                cross = ours + "cross_attention."
+                rows += [
+                    Row((cross + "query",), theirs + "attention.linear.0", "linear"),
+                    Row((cross + "key", cross + "value"), theirs + "attention.linear.1",
+                        "linear"),
+                    Row((cross + "output",), theirs + "attention.linear.2", "heads_linear"),
+                    Row((ours + "cross_attention_norm",), theirs + "attention.layer_norm", "norm"),
+                ]  # fmt: skip
+            rows += [
+                Row((ours + "feed_forward.intermediate",), theirs + "ffn.linear_0", "linear"),
+                Row((ours + "feed_forward.output",), theirs + "ffn.linear_1", "linear"),
+                Row((ours + "feed_forward_norm",), theirs + "ffn.layer_norm", "norm"),
+            ]
+        if model.norm_first:
+            rows.append(Row((f"{stack}.final_norm",), f"{stack}.layer_norm", "norm"))
+    return rows
 
 
-def _attention(spec, layer, self_attention):
-    q, k, v, out = layer._query_dense, layer._key_dense, layer._value_dense, layer._output_dense
-    if self_attention:
-        _linear(spec.linear[0], [q.kernel, k.kernel, v.kernel], [q.bias, k.bias, v.bias])
-    else:
-        _linear(spec.linear[0], [q.kernel], [q.bias])
-        _linear(spec.linear[1], [k.kernel, v.kernel], [k.bias, v.bias])
-    # The output kernel `[heads, head_dim, d_model]` contracts two axes.
-    kernel = _array(out.kernel)
-    spec.linear[-1].weight = kernel.reshape(-1, kernel.shape[-1]).T
-    spec.linear[-1].bias = _array(out.bias)
-
-
-def _ffn(spec, block):
-    ffn = block.feed_forward
-    _linear(spec.linear_0, [ffn._intermediate.kernel], [ffn._intermediate.bias])
-    _linear(spec.linear_1, [ffn._output.kernel], [ffn._output.bias])
-    _norm(spec.layer_norm, block.feed_forward_norm)
+def _set(spec, row, model):
+    """Writes the weights of `row` (ours, read from `model`) into `spec`."""
+    if row.transform == "norm":
+        (norm,) = [weight_tables.resolve(model, path) for path in row.ours]
+        spec.gamma, spec.beta = _array(norm.gamma), _array(norm.beta)
+        return
+    kernels = [_array(weight_tables.resolve(model, f"{p}_kernel")) for p in row.ours]
+    biases = [_array(weight_tables.resolve(model, f"{p}_bias")) for p in row.ours]
+    if row.transform == "heads_linear":
+        # The attention output's kernel `[heads, head_dim, d_model]` contracts two axes.
+        (kernel,) = kernels
+        spec.weight = kernel.reshape(-1, kernel.shape[-1]).T
+    else:  # kernels `[in, ...out]`, fused along their outputs in the `[out, in]` layout
+        spec.weight = np.concatenate([k.reshape(k.shape[0], -1).T for k in kernels])
+    spec.bias = np.concatenate([b.reshape(-1) for b in biases])
 
 
 def _embeddings(stack_spec, embedding):
@@ -149,28 +182,12 @@ def transformer_spec(model, source_pieces, target_pieces):
     encoder, decoder = spec.encoder, spec.decoder
 
     _embeddings(encoder, model.source_embedding)
-    for layer_spec, block in zip(encoder.layer, model.encoder.blocks):
-        _attention(layer_spec.self_attention, block.self_attention, self_attention=True)
-        _norm(layer_spec.self_attention.layer_norm, block.self_attention_norm)
-        _ffn(layer_spec.ffn, block)
-
     _embeddings(decoder, model.target_embedding)
-    for layer_spec, block in zip(decoder.layer, model.decoder.blocks):
-        _attention(layer_spec.self_attention, block.self_attention, self_attention=True)
-        _norm(layer_spec.self_attention.layer_norm, block.self_attention_norm)
-        _attention(layer_spec.attention, block.cross_attention, self_attention=False)
-        _norm(layer_spec.attention.layer_norm, block.cross_attention_norm)
-        _ffn(layer_spec.ffn, block)
-
-    if model.norm_first:
-        _norm(encoder.layer_norm, model.encoder.final_norm)
-        _norm(decoder.layer_norm, model.decoder.final_norm)
+    for row in ctranslate2_rows(model):
+        _set(weight_tables.resolve(spec, row.theirs), row, model)
     if model.output_projection is not None:
-        _linear(
-            decoder.projection,
-            [model.output_projection.kernel],
-            [model.output_projection.bias],
-        )
+        decoder.projection.weight = _array(model.output_projection.kernel).T
+        decoder.projection.bias = _array(model.output_projection.bias)
     else:  # tied: the output projection is the embedding matrix
         decoder.projection.weight = _array(model.target_embedding.embeddings)
         bias = model.logits_bias
@@ -221,19 +238,3 @@ def export_ctranslate2(model, source_tokenizer, target_tokenizer, output_dir, qu
         with open(os.path.join(output_dir, f"{name}.model"), "wb") as f:
             f.write(tokenizer.model_proto)
     return output_dir
-
-
-def export_ctranslate2_run(run_path, export_base, version=None, weights="auto", quantization=None):
-    """Exports a training run to `export_base/<version>/` (by default the
-    next free version), written beside and renamed into place, as
-    `export_version` writes SavedModels."""
-    from keras_transformer.export.servable import write_version
-    from keras_transformer.training.run_directory import load_run
-
-    require("ctranslate2", "ctranslate2")
-    model, source, target, _ = load_run(run_path, weights=weights)
-    return write_version(
-        export_base,
-        version,
-        lambda staging: export_ctranslate2(model, source, target, staging, quantization),
-    )

@@ -11,11 +11,16 @@ import dataclasses
 
 from keras_transformer._validation import options_from_dict
 from keras_transformer._version_folders import check_version_number
+from keras_transformer.decoding.compiled_shapes import check_compiled_shapes
 from keras_transformer.decoding.generation_config import GenerationConfig
+from keras_transformer.export.exporters import _EXPORTERS, exporter_names, get_exporter
 
-FORMATS = ("savedmodel", "ctranslate2", "huggingface")
+FORMATS = exporter_names()
 WEIGHTS = ("auto", "averaged", "best", "final")
-QUANTIZATIONS = ("none", "int8", "int8_float32", "int16", "float16", "bfloat16")
+# Every registered format's, for the flag's choices; each format checks its own.
+QUANTIZATIONS = ("none",) + tuple(
+    dict.fromkeys(q for cls in _EXPORTERS.values() for q in cls.quantizations)
+)
 
 
 @dataclasses.dataclass
@@ -58,6 +63,11 @@ class ExportOptions:
         lengths: with jit_compile, the compiled token lengths; none is
             16,24,32,48,64,... up to the longest input or translation.
         quantization: with format ctranslate2, the weights' type.
+        check: with format savedmodel, load the export as TF Serving does
+            and check that it can serve (`check_servable`) before the
+            version is renamed into place.
+        warmup: with format savedmodel, write TF Serving's warmup records
+            (off: the first requests of each shape pay for its kernels).
     """
 
     # Checked by the command line before Keras loads.
@@ -76,13 +86,15 @@ class ExportOptions:
     lengths: list | None = None
     split_batches: bool = True
     quantization: str = dataclasses.field(default="none", metadata={"choices": QUANTIZATIONS})
+    check: bool = True
+    warmup: bool = True
 
     def __post_init__(self):
         for name in ("run", "export_base"):
             if not getattr(self, name):
                 raise ValueError(f"export needs --{name.replace('_', '-')}")
-        for name, choices in (("weights", WEIGHTS), ("format", FORMATS),
-                              ("quantization", QUANTIZATIONS)):  # fmt: skip
+        exporter = get_exporter(self.format)
+        for name, choices in (("weights", WEIGHTS), ("quantization", QUANTIZATIONS)):
             if getattr(self, name) not in choices:
                 raise ValueError(
                     f"`{name}` must be one of {choices}. Received: {getattr(self, name)!r}"
@@ -94,41 +106,25 @@ class ExportOptions:
         GenerationConfig().merged(**self.generation)
         self.batch_sizes = _positive_ints("batch_sizes", self.batch_sizes)
         self.lengths = _positive_ints("lengths", self.lengths)
-        if self.format != "savedmodel":
-            for flag, value in (("--jit-compile", self.jit_compile),
+        if not exporter.savedmodel_settings:
+            for flag, given in (("--jit-compile", self.jit_compile),
                                 ("--batch-sizes", self.batch_sizes),
-                                ("--lengths", self.lengths)):  # fmt: skip
-                if value:
-                    raise ValueError(f"{flag} applies to --format savedmodel only")
-        if self.format != "ctranslate2" and self.quantization != "none":
-            raise ValueError("--quantization applies to --format ctranslate2 only")
-        self._check_decoding_for_the_format()
+                                ("--lengths", self.lengths),
+                                ("--no-split-batches", not self.split_batches),
+                                ("--no-check", not self.check),
+                                ("--no-warmup", not self.warmup)):  # fmt: skip
+                if given:
+                    raise ValueError(f"{flag} does not apply to --format {self.format}")
+        if self.quantization != "none" and self.quantization not in exporter.quantizations:
+            takes = ", ".join(("none",) + exporter.quantizations)
+            raise ValueError(
+                f"--quantization {self.quantization}: --format {self.format} takes {takes}"
+            )
+        # Refuses generation settings the format cannot keep (they were
+        # silently dropped once).
+        exporter.check(self)
         check_compiled_shapes(self.jit_compile, self.batch_sizes, self.lengths,
                               self.split_batches)  # fmt: skip
-
-    def _check_decoding_for_the_format(self):
-        """Refuses generation settings a format cannot keep (they were
-        silently dropped): CTranslate2 takes them when it translates, and
-        `generate()` has neither GNMT's penalty nor this export's sampling
-        signature."""
-        if self.format == "savedmodel":
-            return
-        given = [f"--{name.replace('_', '-')}" for name in self.generation]
-        if self.format == "ctranslate2":
-            if given:
-                raise ValueError(
-                    f"{', '.join(given)}: --format ctranslate2 keeps no decoding settings; "
-                    "give them to CTranslate2's translate_batch"
-                )
-            return
-        sampling = [flag for flag in given if flag.startswith("--sampling-")]
-        if sampling:
-            raise ValueError(f"{', '.join(sampling)} applies to --format savedmodel only")
-        if self.generation.get("length_penalty") == "gnmt":
-            raise ValueError(
-                "--length-penalty gnmt: generate() has the power form only "
-                "(--format huggingface writes --length-penalty power and --alpha)"
-            )
 
     def generation_config(self):
         """The export's `GenerationConfig`: the settings given over the
@@ -150,15 +146,6 @@ class ExportOptions:
         return options_from_dict(cls, values, "export")
 
 
-def check_compiled_shapes(jit_compile, batch_sizes, lengths, split_batches=True):
-    """Refuses compiled shapes without `jit_compile`."""
-    if not jit_compile and (batch_sizes or lengths or not split_batches):
-        raise ValueError(
-            "`batch_sizes`, `lengths` and `split_batches` (--batch-sizes, --lengths, "
-            "--no-split-batches) are the shapes of `jit_compile=True` (--jit-compile) only"
-        )
-
-
 def _positive_ints(name, value):
     """`value` as a list of positive ints (`"1,8,32"` read as the command
     line gives it); None stays None."""
@@ -172,29 +159,3 @@ def _positive_ints(name, value):
     if not values or min(values) <= 0:
         raise ValueError(f"`{name}`: expected positive ints separated by commas: {value!r}")
     return values
-
-
-def export(options):
-    """Writes the export that `options` (`ExportOptions`) describe; returns
-    its path."""
-    generation = options.generation_config()
-    if options.format == "huggingface":
-        from keras_transformer.interop.marian_export import export_marian_run
-
-        return export_marian_run(options.run, options.export_base, version=options.version,
-                                 weights=options.weights, generation=generation)  # fmt: skip
-    if options.format == "ctranslate2":
-        from keras_transformer.export.ctranslate2 import export_ctranslate2_run
-
-        return export_ctranslate2_run(
-            options.run, options.export_base, version=options.version,
-            weights=options.weights, quantization=options.quantization,
-        )  # fmt: skip
-    from keras_transformer.export.servable import export_run
-
-    return export_run(
-        options.run, options.export_base, version=options.version, weights=options.weights,
-        generation=generation, jit_compile=options.jit_compile,
-        batch_sizes=options.batch_sizes, lengths=options.lengths,
-        split_batches=options.split_batches,
-    )  # fmt: skip

@@ -8,7 +8,7 @@ import sys
 
 from tensorflow.core.protobuf import saved_model_pb2
 
-from keras_transformer.export.compiled import XLA_FLAG, read_export_info
+from keras_transformer.runtime.export_info import XLA_FLAG, read_export_info
 
 _LIST_SERVING_OPS = """
 import json

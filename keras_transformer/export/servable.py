@@ -1,13 +1,11 @@
 """The servable SavedModel: raw strings in, beam-searched translations out."""
 
 import os
-import shutil
-import uuid
 
 import keras
 import tensorflow as tf
 
-from keras_transformer._version_folders import MAX_VERSION, check_version_number, version_folders
+from keras_transformer._version_folders import write_version
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.export.compiled import (
     compiled_info,
@@ -15,10 +13,9 @@ from keras_transformer.export.compiled import (
     write_export_info,
 )
 from keras_transformer.export.generation_record import write_generation
-from keras_transformer.export.options import check_compiled_shapes
 from keras_transformer.export.servability import check_servable
-from keras_transformer.export.signatures import SIGNATURE_INPUTS, SIGNATURES
 from keras_transformer.export.warmup import warmup_requests, write_warmup_file
+from keras_transformer.runtime.signatures import SIGNATURE_INPUTS, SIGNATURES
 
 
 def export_translator(
@@ -112,7 +109,6 @@ def export_translator(
     """
     if os.path.exists(export_dir):
         raise FileExistsError(f"{export_dir} exists; a version is never overwritten")
-    check_compiled_shapes(jit_compile, batch_sizes, lengths, split_batches)
     translator = Translator(
         model,
         source_tokenizer,
@@ -191,14 +187,6 @@ def export_translator(
     return export_dir
 
 
-def versions(export_base):
-    """The version numbers of the version folders under `export_base`,
-    ascending, read as the server reads them."""
-    if not os.path.isdir(export_base):
-        return []
-    return sorted(version_folders(export_base))
-
-
 def export_version(model, source_tokenizer, target_tokenizer, export_base, version=None, **kwargs):
     """Exports to `export_base/<version>/`, by default the next free version.
 
@@ -212,43 +200,3 @@ def export_version(model, source_tokenizer, target_tokenizer, export_base, versi
             model, source_tokenizer, target_tokenizer, staging, **kwargs
         ),
     )
-
-
-def write_version(export_base, version, write):
-    """Runs `write(folder)` into a staging folder beside `export_base/` and
-    renames it to `export_base/<version>/` (default: the next free version),
-    which must not exist; returns that path."""
-    os.makedirs(export_base, exist_ok=True)
-    if version is None:
-        existing = versions(export_base)
-        version = existing[-1] + 1 if existing else 1
-        if version > MAX_VERSION:
-            raise ValueError(
-                f"{export_base} holds version {existing[-1]}, the last TF Serving reads: "
-                "give the version to write"
-            )
-    check_version_number(version)
-    final = os.path.join(export_base, str(version))
-    if os.path.exists(final):
-        raise FileExistsError(
-            f"Version {version} already exists at {final}; versions are never overwritten"
-        )
-    staging = os.path.join(export_base, f".staging-{version}-{uuid.uuid4().hex[:8]}")
-    try:
-        write(staging)
-        os.rename(staging, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return final
-
-
-def export_run(run_path, export_base, version=None, weights="auto", **kwargs):
-    """Exports a training run; see `export_version`.
-
-    `weights` picks which of the run's weights (see `load_run`): by
-    default the averaged ones when the run has them, else the best.
-    """
-    from keras_transformer.training.run_directory import load_run
-
-    model, source_tokenizer, target_tokenizer, _ = load_run(run_path, weights=weights)
-    return export_version(model, source_tokenizer, target_tokenizer, export_base, version, **kwargs)

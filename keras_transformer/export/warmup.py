@@ -5,7 +5,7 @@ SavedModel, a TFRecord file of `PredictionLog` protos (at most 1,000), and
 runs each request before the version serves, so that the first client does
 not pay for building the kernels. The export writes one (a few requests per
 signature, of the batch sizes clients send), and `keras-transformer serve`
-replays it as TF Serving does.
+replays it as TF Serving does (`runtime.warmup_records` reads it).
 """
 
 import os
@@ -14,9 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer._extras import require
+from keras_transformer.runtime.warmup_records import MAX_RECORDS, WARMUP_PATH
 
-WARMUP_PATH = os.path.join("assets.extra", "tf_serving_warmup_requests")
-MAX_RECORDS = 1000  # TF Serving reads no more
 # Neutral inputs of a few lengths: warmup builds kernels, any text will do.
 DEFAULT_SENTENCES = (
     "Hello.",
@@ -97,26 +96,3 @@ def write_warmup_file(export_dir, requests):
             log = apis.PredictionLog(predict_log=apis.PredictLog(request=request))
             writer.write(log.SerializeToString())
     return path
-
-
-def read_warmup_requests(export_dir):
-    """The `PredictRequest`s of `export_dir`'s warmup file (none if absent).
-
-    Raises:
-        ValueError: a record is not a `PredictionLog` with a predict request,
-            or there are more than `MAX_RECORDS`.
-    """
-    path = os.path.join(export_dir, WARMUP_PATH)
-    if not os.path.exists(path):
-        return []
-    apis = require("tensorflow_serving.apis.prediction_log_pb2", "serving")
-    requests = []
-    for index, record in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator()):
-        if index >= MAX_RECORDS:
-            raise ValueError(f"{path}: more than {MAX_RECORDS} warmup records")
-        log = apis.PredictionLog()
-        log.ParseFromString(record)
-        if log.WhichOneof("log_type") != "predict_log":
-            raise ValueError(f"{path}: record {index} is not a predict request")
-        requests.append(log.predict_log.request)
-    return requests

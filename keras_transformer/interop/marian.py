@@ -28,7 +28,7 @@ import os
 
 import numpy as np
 
-from keras_transformer.interop import checkpoint
+from keras_transformer.interop import checkpoint, weight_tables
 
 # Marian's `activation_function` -> the Keras activation computing it:
 # transformers' names (`ACT2FN`) whose function Keras has exactly.
@@ -449,35 +449,6 @@ def build_model(spec):
     return model
 
 
-def _assign_attention(layer, tensors, prefix, heads):
-    d = tensors[prefix + "q_proj.weight"].shape[1]
-    for dense, name in (
-        (layer._query_dense, "q_proj"),
-        (layer._key_dense, "k_proj"),
-        (layer._value_dense, "v_proj"),
-    ):
-        weight = tensors[f"{prefix}{name}.weight"]  # [out, in]
-        dense.kernel.assign(weight.T.reshape(d, heads, -1))
-        dense.bias.assign(tensors[f"{prefix}{name}.bias"].reshape(heads, -1))
-    weight = tensors[prefix + "out_proj.weight"]
-    layer._output_dense.kernel.assign(weight.T.reshape(heads, -1, weight.shape[0]))
-    layer._output_dense.bias.assign(tensors[prefix + "out_proj.bias"])
-
-
-def _assign_norm(norm, tensors, prefix):
-    norm.gamma.assign(tensors[prefix + ".weight"])
-    norm.beta.assign(tensors[prefix + ".bias"])
-
-
-def _assign_ffn(block, tensors, prefix):
-    ffn = block.feed_forward
-    ffn._intermediate.kernel.assign(tensors[prefix + "fc1.weight"].T)
-    ffn._intermediate.bias.assign(tensors[prefix + "fc1.bias"])
-    ffn._output.kernel.assign(tensors[prefix + "fc2.weight"].T)
-    ffn._output.bias.assign(tensors[prefix + "fc2.bias"])
-    _assign_norm(block.feed_forward_norm, tensors, prefix + "final_layer_norm")
-
-
 def load_weights(model, spec, tensors, source_unk, target_unk):
     """Copies Marian's tensors into `model`, the vocabulary reordered."""
     source_order = marian_order(spec.source_vocab_size, spec.pad_id, source_unk, spec.eos_id)
@@ -500,19 +471,10 @@ def load_weights(model, spec, tensors, source_unk, target_unk):
         kernel[:, 2] = 0.0
         model.output_projection.kernel.assign(kernel)
         model.output_projection.bias.assign(bias)
-    heads, decoder_heads = spec.num_heads, spec.decoder_num_heads
-    for i, block in enumerate(model.encoder.blocks):
-        prefix = f"model.encoder.layers.{i}."
-        _assign_attention(block.self_attention, tensors, prefix + "self_attn.", heads)
-        _assign_norm(block.self_attention_norm, tensors, prefix + "self_attn_layer_norm")
-        _assign_ffn(block, tensors, prefix)
-    for i, block in enumerate(model.decoder.blocks):
-        prefix = f"model.decoder.layers.{i}."
-        _assign_attention(block.self_attention, tensors, prefix + "self_attn.", decoder_heads)
-        _assign_norm(block.self_attention_norm, tensors, prefix + "self_attn_layer_norm")
-        _assign_attention(block.cross_attention, tensors, prefix + "encoder_attn.", decoder_heads)
-        _assign_norm(block.cross_attention_norm, tensors, prefix + "encoder_attn_layer_norm")
-        _assign_ffn(block, tensors, prefix)
+    width = np.arange(spec.d_model)  # built with Marian's position layout
+    for row in weight_tables.marian_rows(model):
+        variable = weight_tables.resolve(model, row.ours)
+        weight_tables.to_ours(row, tensors[row.theirs], variable, width)
 
 
 def our_pieces(marian_pieces, spec, unk_id):

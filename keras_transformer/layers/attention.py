@@ -194,6 +194,9 @@ class MultiHeadAttention(keras.layers.Layer):
         `(output, scores)`; with a cache `(output, cache)` or
         `(output, scores, cache)`.
 
+    Weights by role (once built), for converters and weight surgery:
+    `weights_by_role()`.
+
     Example:
 
     >>> layer = MultiHeadAttention(num_heads=2, key_dim=4)
@@ -242,6 +245,39 @@ class MultiHeadAttention(keras.layers.Layer):
         # Projections act per position, so the padding mask stays valid.
         layer.supports_masking = True
         return layer
+
+    def weights_by_role(self):
+        """The layer's variables by role, for converters and weight surgery.
+
+        A method, not properties: a public attribute holding a sublayer
+        would move its weights in the files Keras writes, and runs saved
+        before it would no longer load.
+
+        Returns:
+            A dict: `query_kernel`, `key_kernel` (`[query_dim, heads,
+            key_dim]`, `[key_dim_in, heads, key_dim]`), `value_kernel`
+            (`[value_dim_in, heads, value_dim]`), `output_kernel` (`[heads,
+            value_dim, query_dim]`), and with `use_bias` the biases
+            `query_bias`, `key_bias`, `value_bias` (`[heads, dim]`) and
+            `output_bias` (`[query_dim]`).
+
+        Example:
+
+        >>> layer = MultiHeadAttention(num_heads=2, key_dim=4)
+        >>> _ = layer(keras.ops.ones((1, 3, 8)), keras.ops.ones((1, 3, 8)))
+        >>> tuple(layer.weights_by_role()["query_kernel"].shape)
+        (8, 2, 4)
+        """
+        if not self.built:
+            raise ValueError(f"{self.name} has no weights before it is built")
+        roles = {}
+        projections = {"query": self._query_dense, "key": self._key_dense,
+                       "value": self._value_dense, "output": self._output_dense}  # fmt: skip
+        for role, dense in projections.items():
+            roles[f"{role}_kernel"] = dense.kernel
+            if self.use_bias:
+                roles[f"{role}_bias"] = dense.bias
+        return roles
 
     def build(self, query_shape, value_shape, key_shape=None):
         if key_shape is None:

@@ -32,6 +32,8 @@ class FeedForward(keras.layers.Layer):
     Returns:
         `[batch, length, d_model]`; the input's mask is kept.
 
+    Weights by role (once built), for converters: `weights_by_role()`.
+
     Example:
 
     >>> tuple(FeedForward(d_model=8, dff=32)(keras.ops.ones((2, 3, 8))).shape)
@@ -70,6 +72,31 @@ class FeedForward(keras.layers.Layer):
             dtype=self.dtype_policy,
             name=name,
         )
+
+    def weights_by_role(self):
+        """The layer's variables by role, for converters and weight surgery
+        (a method: see `MultiHeadAttention.weights_by_role`).
+
+        Returns:
+            A dict: `intermediate_kernel` `[d_model, dff]`,
+            `intermediate_bias` `[dff]`, `output_kernel` `[dff, d_model]`,
+            `output_bias` `[d_model]`.
+
+        Example:
+
+        >>> layer = FeedForward(d_model=8, dff=32)
+        >>> _ = layer(keras.ops.ones((2, 3, 8)))
+        >>> tuple(layer.weights_by_role()["output_kernel"].shape)
+        (32, 8)
+        """
+        if not self.built:
+            raise ValueError(f"{self.name} has no weights before it is built")
+        return {
+            "intermediate_kernel": self._intermediate.kernel,
+            "intermediate_bias": self._intermediate.bias,
+            "output_kernel": self._output.kernel,
+            "output_bias": self._output.bias,
+        }
 
     def build(self, input_shape):
         self._intermediate = self._dense(self.dff, "intermediate", self.activation)

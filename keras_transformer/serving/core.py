@@ -12,7 +12,7 @@ import time
 import tensorflow as tf
 
 from keras_transformer._validation import shown, shown_names
-from keras_transformer.export.session_model import SignatureNotFound
+from keras_transformer.runtime.session_model import SignatureNotFound
 from keras_transformer.serving.batching import POLL_SECONDS, DeadlineExceeded, RequestCancelled
 from keras_transformer.serving.limits import RequestLimits, RequestRejected, request_inputs
 from keras_transformer.serving.metrics import UNKNOWN, Metrics

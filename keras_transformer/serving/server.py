@@ -81,7 +81,7 @@ from tensorflow_serving.apis import (
 )
 
 from keras_transformer._validation import shown_names
-from keras_transformer.export import xla_cache
+from keras_transformer.runtime import xla_cache
 from keras_transformer.serving import collector, grpc_intake
 from keras_transformer.serving.cancelling import CancellingClients
 from keras_transformer.serving.core import Models, ServingError, WorkSlot

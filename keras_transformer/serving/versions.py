@@ -13,10 +13,10 @@ from tensorflow_serving.apis import get_model_status_pb2
 
 from keras_transformer._validation import shown
 from keras_transformer._version_folders import parse_version_folder, version_folders
-from keras_transformer.export import xla_cache
-from keras_transformer.export.compiled import read_export_info
-from keras_transformer.export.session_model import SessionModel
-from keras_transformer.export.warmup import read_warmup_requests
+from keras_transformer.runtime import xla_cache
+from keras_transformer.runtime.export_info import read_export_info
+from keras_transformer.runtime.session_model import SessionModel
+from keras_transformer.runtime.warmup_records import read_warmup_requests
 from keras_transformer.serving import collector
 from keras_transformer.serving.batching import Batcher
 from keras_transformer.serving.limits import RequestLimits, request_inputs

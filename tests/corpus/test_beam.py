@@ -13,7 +13,7 @@ import pytest
 from keras_transformer.corpus.job import run_corpus
 from keras_transformer.corpus.options import CorpusOptions
 from keras_transformer.corpus.records import read_shards
-from keras_transformer.export.local import score_with_savedmodel, translate_with_savedmodel
+from keras_transformer.runtime.local import score_with_savedmodel, translate_with_savedmodel
 from tests.corpus.test_job import SOURCES, TARGETS
 
 pytest.importorskip("apache_beam")

@@ -7,7 +7,7 @@ from keras_transformer import cli
 from keras_transformer.corpus.job import run_corpus
 from keras_transformer.corpus.options import CorpusOptions
 from keras_transformer.corpus.records import read_shards
-from keras_transformer.export.local import score_with_savedmodel, translate_with_savedmodel
+from keras_transformer.runtime.local import score_with_savedmodel, translate_with_savedmodel
 
 SOURCES = ["The dog sleeps.", "", "A tired teacher gives the red book to the children.",
            "Ünïcödé ☃ text.", "The cat sees the bird in the garden."]  # fmt: skip

@@ -11,7 +11,7 @@ import pytest
 from keras_transformer.corpus.job import ray_dataset
 from keras_transformer.corpus.options import CorpusOptions
 from keras_transformer.corpus.records import read_shards
-from keras_transformer.export.local import translate_with_savedmodel
+from keras_transformer.runtime.local import translate_with_savedmodel
 from tests.corpus.cluster import loopback_cluster
 from tests.processes import run_python
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from keras_transformer.decoding import Translator
-from keras_transformer.export import SIGNATURE_INPUTS, SIGNATURES, SessionModel, cc_loader
+from keras_transformer.runtime import SIGNATURE_INPUTS, SIGNATURES, SessionModel
+from tests import cc_loader
 from tests.export.exported import BEAM_SIZE, MAX_LENGTH
 
 SENTENCES = [

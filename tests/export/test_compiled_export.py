@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from keras_transformer.export import NotServableError, check_servable, export_run
-from keras_transformer.export.compiled import INFO_PATH, XLA_FLAG, read_export_info
+from keras_transformer.runtime.export_info import INFO_PATH, XLA_FLAG, read_export_info
 from tests.export.exported import BEAM_SIZE, MAX_LENGTH, SAMPLING
 
 BATCH_SIZES = (1, 4)
@@ -60,9 +60,9 @@ _SERVE_AS_TF_SERVING = textwrap.dedent("""
     import json, sys
     import numpy as np
     import tensorflow as tf
-    from keras_transformer.export import SessionModel
-    from keras_transformer.export.warmup import read_warmup_requests
-    from keras_transformer.export import xla_cache
+    from keras_transformer.runtime import SessionModel
+    from keras_transformer.runtime.warmup_records import read_warmup_requests
+    from keras_transformer.runtime import xla_cache
 
     compiled_dir, plain_dir, cache = sys.argv[1:4]
     xla_cache.enable(cache)
@@ -131,7 +131,8 @@ def test_warmup_compiles_every_program_and_serving_compiles_none(
 
 
 def test_the_cpp_loader_runs_the_compiled_functions(compiled_dir, export_base):
-    from keras_transformer.export import SessionModel, cc_loader
+    from keras_transformer.runtime import SessionModel
+    from tests import cc_loader
 
     try:
         binary = cc_loader.build()
@@ -151,7 +152,7 @@ def test_the_cpp_loader_runs_the_compiled_functions(compiled_dir, export_base):
 def test_keras_transformer_serve_warms_it_up_from_the_xla_cache_and_serves_it(
     served_as_tf_serving, compiled_dir, export_base
 ):
-    from keras_transformer.export import SessionModel
+    from keras_transformer.runtime import SessionModel
     from keras_transformer.serving.grpc_client import GrpcTranslationClient
     from tests.processes import start_serve
 
@@ -179,7 +180,7 @@ def test_a_corpus_job_keeps_its_programs_in_the_xla_cache_and_reads_them_back(
     compiled_dir, export_base, tmp_path
 ):
     from keras_transformer.corpus.records import read_shards
-    from keras_transformer.export.local import translate_with_savedmodel
+    from keras_transformer.runtime.local import translate_with_savedmodel
 
     sentences = ["The dog sleeps.", "", "A young woman reads the book because the children laugh."]
     (tmp_path / "in.en").write_text("\n".join(sentences) + "\n", encoding="utf-8")

@@ -140,11 +140,11 @@ def test_an_existing_directory_is_never_overwritten(tokenizers, tmp_path):
 
 
 def test_a_run_exports_as_numbered_versions_with_int8_weights(trained_run, tmp_path):
-    from keras_transformer.export.ctranslate2 import export_ctranslate2_run
+    from keras_transformer.export import export_run
 
     base = str(tmp_path / "ct2")
-    first = export_ctranslate2_run(trained_run["run"], base, quantization="int8")
-    second = export_ctranslate2_run(trained_run["run"], base)
+    first = export_run(trained_run["run"], base, format="ctranslate2", quantization="int8")
+    second = export_run(trained_run["run"], base, format="ctranslate2")
     assert first.endswith(os.sep + "1") and second.endswith(os.sep + "2")
     # int8 weights take about a quarter of float32's bytes.
     size = [os.path.getsize(os.path.join(d, "model.bin")) for d in (first, second)]

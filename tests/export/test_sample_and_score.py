@@ -5,7 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from keras_transformer.export import SessionModel, SignatureError, export_run
+from keras_transformer.export import export_run
+from keras_transformer.runtime import SessionModel, SignatureError
 from tests.export.exported import MAX_LENGTH
 
 SENTENCES = ["The dog sleeps.", "A young woman reads the book because the children laugh.", ""]

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer._version_folders import versions
 from keras_transformer.decoding import Translator
-from keras_transformer.export import export_version, versions
+from keras_transformer.export import export_version
 from tests.export.exported import BEAM_SIZE, MAX_LENGTH
 
 SENTENCES = [
@@ -35,7 +36,7 @@ def test_versions_are_numbered_and_never_overwritten(trained_model, export_base,
 
 @pytest.mark.parametrize("largest", [True, False])
 def test_a_version_past_tf_serving_s_int64_is_refused(tmp_path, largest):
-    from keras_transformer.export.servable import write_version
+    from keras_transformer._version_folders import write_version
 
     base = str(tmp_path / "translator")
     os.makedirs(os.path.join(base, str(2**63 - 1)))

@@ -6,13 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.export import SIGNATURE_INPUTS, SIGNATURES, SessionModel
-from keras_transformer.export.warmup import (
-    MAX_RECORDS,
-    WARMUP_PATH,
-    read_warmup_requests,
-    write_warmup_requests,
-)
+from keras_transformer.export.warmup import write_warmup_requests
+from keras_transformer.runtime import SIGNATURE_INPUTS, SIGNATURES, SessionModel
+from keras_transformer.runtime.warmup_records import MAX_RECORDS, WARMUP_PATH, read_warmup_requests
 
 
 def test_the_export_has_warmup_records_for_every_signature(export_base):

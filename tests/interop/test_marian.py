@@ -314,7 +314,7 @@ def test_generate_settings_the_searches_do_not_apply_are_named_at_import(tmp_pat
 def test_each_activation_imported_is_transformers_own_and_goes_back_as_one(name):
     from transformers.activations import ACT2FN
 
-    from keras_transformer.interop.marian_export import ACTIVATIONS as BACK
+    from keras_transformer.export.marian import ACTIVATIONS as BACK
     from keras_transformer.layers import activations
 
     x = np.concatenate([np.linspace(-12, 12, 961), [-40.0, 40.0]]).astype("float32")

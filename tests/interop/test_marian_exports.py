@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from keras_transformer import cli
 from keras_transformer.data.tokenizer import END_ID
-from keras_transformer.export import cc_loader
 from keras_transformer.training.run_directory import load_run
+from tests import cc_loader
 from tests.export.test_ctranslate2 import run_ct2
 from tests.interop import marian_checkpoints as checkpoints
 

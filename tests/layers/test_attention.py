@@ -431,3 +431,18 @@ def test_one_key_attends_fully_without_a_warning(rng, masked, scores):
     if scores:
         expected_weights = np.broadcast_to(mask[:, None].astype("float32"), (BATCH, HEADS, TQ, 1))
         assert_allclose(weights, expected_weights, atol=1e-6)
+
+
+@pytest.mark.parametrize("use_bias", [True, False])
+def test_weights_by_role_name_every_weight_once(use_bias):
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3, use_bias=use_bias)
+    with pytest.raises(ValueError, match="before it is built"):
+        layer.weights_by_role()
+    layer(keras.ops.ones((1, 5, 8)), keras.ops.ones((1, 6, 7)))
+    roles = layer.weights_by_role()
+    assert sorted(id(v) for v in roles.values()) == sorted(id(v) for v in layer.weights)
+    assert {k: tuple(v.shape) for k, v in roles.items() if k.endswith("kernel")} == {
+        "query_kernel": (8, 2, 4), "key_kernel": (7, 2, 4), "value_kernel": (7, 2, 3),
+        "output_kernel": (2, 3, 8),
+    }  # fmt: skip
+    assert any(k.endswith("bias") for k in roles) == use_bias

@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -32,3 +33,14 @@ def test_dropout_only_in_training(rng):
 def test_invalid_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         FeedForward(**kwargs)
+
+
+def test_weights_by_role_name_every_weight_once():
+    layer = FeedForward(d_model=8, dff=32)
+    with pytest.raises(ValueError, match="before it is built"):
+        layer.weights_by_role()
+    layer(keras.ops.ones((2, 3, 8)))
+    roles = layer.weights_by_role()
+    assert sorted(id(v) for v in roles.values()) == sorted(id(v) for v in layer.weights)
+    assert tuple(roles["intermediate_kernel"].shape) == (8, 32)
+    assert tuple(roles["output_bias"].shape) == (8,)

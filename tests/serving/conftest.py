@@ -27,7 +27,7 @@ def serving_export(trained_model, tmp_path_factory):
 
 
 def _ignore(warmup):
-    from keras_transformer.export.warmup import WARMUP_PATH
+    from keras_transformer.runtime.warmup_records import WARMUP_PATH
 
     return None if warmup else shutil.ignore_patterns(os.path.basename(WARMUP_PATH))
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.export.session_model import SignatureNotFound
+from keras_transformer.runtime.session_model import SignatureNotFound
 from keras_transformer.serving.batching import DeadlineExceeded, RequestCancelled
 from keras_transformer.serving.core import Models, ServingError, WorkSlot
 from keras_transformer.serving.metrics import UNKNOWN

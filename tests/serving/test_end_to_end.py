@@ -54,7 +54,7 @@ def test_train_export_serve_query_and_swap(trained_run, tmp_path):
 
 
 def test_score_command_writes_one_score_a_line(export_base, tmp_path, capsys):
-    from keras_transformer.export import SessionModel
+    from keras_transformer.runtime import SessionModel
 
     sources, targets = tmp_path / "src.txt", tmp_path / "tgt.txt"
     sources.write_text("The dog sleeps.\nA young woman reads.\nThe cat runs.\n", encoding="utf-8")

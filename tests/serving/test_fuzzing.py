@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
 from tensorflow_serving.apis import predict_pb2
 
-from keras_transformer.export import SIGNATURES
+from keras_transformer.runtime import SIGNATURES
 from keras_transformer.serving.grpc_client import GrpcTranslationClient
 from keras_transformer.serving.options import ServerOptions
 from keras_transformer.serving.server import start

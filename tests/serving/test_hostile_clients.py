@@ -271,7 +271,7 @@ def test_sigterm_drains_requests_in_flight(cold_base):
 
 
 def test_warmup_records_are_replayed_before_serving(served):
-    from keras_transformer.export import SIGNATURES
+    from keras_transformer.runtime import SIGNATURES
 
     # Batches of 1 and 8 for every signature.
     assert served["manager"].versions[1].warmed_up == 2 * len(SIGNATURES)

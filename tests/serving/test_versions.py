@@ -9,7 +9,7 @@ import pytest
 from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import meta_graph_pb2
 
-from keras_transformer.export import versions as export_versions
+from keras_transformer._version_folders import versions as export_versions
 from keras_transformer.serving.model_config import ModelEntry
 from keras_transformer.serving.versions import (
     ModelManager,

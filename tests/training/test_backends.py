@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from keras_transformer.decoding import Translator
-from keras_transformer.export import SessionModel, export_run
+from keras_transformer.export import export_run
+from keras_transformer.runtime import SessionModel
 from keras_transformer.training import TrainConfig, train
 from keras_transformer.training.run_directory import load_run
 from tests.training.conftest import TINY, cli

@@ -9,7 +9,7 @@ import os
 import pytest
 import tensorflow as tf
 
-from keras_transformer.export import xla_cache
+from keras_transformer.runtime import xla_cache
 
 DIRECTORY_FLAG = "--tf_xla_persistent_cache_directory"
 PREFIX_FLAG = "--tf_xla_persistent_cache_prefix"

@@ -24,7 +24,8 @@ import os
 
 import numpy as np
 
-from keras_transformer.data.tokenizer import END_ID, PAD_ID, START_ID, UNK_ID
+from keras_transformer.interop import weight_tables
+from keras_transformer.special_ids import END_ID, PAD_ID, START_ID, UNK_ID
 
 # Our id of each Marian id: the end token and padding change places.
 _SWAP = {END_ID: PAD_ID, PAD_ID: END_ID}
@@ -76,7 +77,6 @@ def marian_tensors(model):
     width = _residual_order(model)
     source_ids = marian_ids(model.source_vocab_size)
     target_ids = marian_ids(model.target_vocab_size)
-    d = model.d_model
 
     def array(variable):
         return np.asarray(variable, dtype=np.float32)
@@ -101,41 +101,9 @@ def marian_tensors(model):
         bias = np.zeros([model.target_vocab_size], np.float32)
     tensors["final_logits_bias"] = bias[None, :]
 
-    def attention(prefix, layer):
-        for dense, name in ((layer._query_dense, "q_proj"), (layer._key_dense, "k_proj"),
-                            (layer._value_dense, "v_proj")):  # fmt: skip
-            kernel = array(dense.kernel).reshape(d, -1)  # [in, out]
-            tensors[f"{prefix}{name}.weight"] = kernel.T[:, width]
-            tensors[f"{prefix}{name}.bias"] = array(dense.bias).reshape(-1)
-        kernel = array(layer._output_dense.kernel)
-        kernel = kernel.reshape(-1, kernel.shape[-1])  # [heads * head_dim, d]
-        tensors[f"{prefix}out_proj.weight"] = kernel.T[width]
-        tensors[f"{prefix}out_proj.bias"] = array(layer._output_dense.bias)[width]
-
-    def norm(name, layer):
-        tensors[f"{name}.weight"] = array(layer.gamma)[width]
-        tensors[f"{name}.bias"] = array(layer.beta)[width]
-
-    def ffn(prefix, block):
-        inner, outer = block.feed_forward._intermediate, block.feed_forward._output
-        tensors[f"{prefix}fc1.weight"] = array(inner.kernel).T[:, width]
-        tensors[f"{prefix}fc1.bias"] = array(inner.bias)
-        tensors[f"{prefix}fc2.weight"] = array(outer.kernel).T[width]
-        tensors[f"{prefix}fc2.bias"] = array(outer.bias)[width]
-        norm(prefix + "final_layer_norm", block.feed_forward_norm)
-
-    for i, block in enumerate(model.encoder.blocks):
-        prefix = f"model.encoder.layers.{i}."
-        attention(prefix + "self_attn.", block.self_attention)
-        norm(prefix + "self_attn_layer_norm", block.self_attention_norm)
-        ffn(prefix, block)
-    for i, block in enumerate(model.decoder.blocks):
-        prefix = f"model.decoder.layers.{i}."
-        attention(prefix + "self_attn.", block.self_attention)
-        norm(prefix + "self_attn_layer_norm", block.self_attention_norm)
-        attention(prefix + "encoder_attn.", block.cross_attention)
-        norm(prefix + "encoder_attn_layer_norm", block.cross_attention_norm)
-        ffn(prefix, block)
+    for row in weight_tables.marian_rows(model):
+        tensors[row.theirs] = weight_tables.to_theirs(row, weight_tables.resolve(model, row.ours),
+                                                      width)  # fmt: skip
     return {name: np.ascontiguousarray(value) for name, value in tensors.items()}
 
 
@@ -260,22 +228,3 @@ def export_marian(model, source_tokenizer, target_tokenizer, output_dir, generat
         with open(os.path.join(output_dir, name), "wb") as f:
             f.write(tokenizer.model_proto)
     return output_dir
-
-
-def export_marian_run(run_path, export_base, version=None, weights="auto", generation=None):
-    """Exports a run as `export_base/<version>/`, a Marian checkpoint folder,
-    written beside and renamed into place as every export.
-
-    `generation`: the `GenerationConfig` `generation_config.json` gets;
-    None: the run's own (`GenerationConfig.for_run`)."""
-    from keras_transformer.decoding.generation_config import GenerationConfig
-    from keras_transformer.export.servable import write_version
-    from keras_transformer.training.run_directory import load_run
-
-    model, source, target, _ = load_run(run_path, weights=weights)
-    if generation is None:
-        generation = GenerationConfig.for_run(run_path)
-    return write_version(
-        export_base, version,
-        lambda staging: export_marian(model, source, target, staging, generation),
-    )  # fmt: skip

@@ -5,9 +5,9 @@ import os
 import numpy as np
 
 from keras_transformer._validation import check_positive_int
-from keras_transformer.export.servable import versions
-from keras_transformer.export.session_model import SessionModel
-from keras_transformer.export.signatures import PREFIX_SIGNATURES
+from keras_transformer._version_folders import versions
+from keras_transformer.runtime.session_model import SessionModel
+from keras_transformer.runtime.signatures import PREFIX_SIGNATURES
 
 
 def resolve_version_dir(model_path, version=None):
@@ -62,7 +62,7 @@ def translate_with_savedmodel(
             else:
                 lines += [t.decode("utf-8") for t in outputs["translation"]]
         if plot_attention and sentences:
-            from keras_transformer.export.attention_plot import plot_cross_attention
+            from keras_transformer.runtime.attention_plot import plot_cross_attention
 
             plot_cross_attention(model, sentences[0], plot_attention)
     finally:

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.export import (
+from keras_transformer.runtime import (
     SIGNATURE_INPUTS,
     SIGNATURES,
     SessionModel,
     SignatureError,
     SignatureNotFound,
 )
-from keras_transformer.export.session_model import (
+from keras_transformer.runtime.session_model import (
     PREDICT_METHOD,
     _LoaderDeprecationNotice,
     run_signature,

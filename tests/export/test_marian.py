@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from keras_transformer import cli
 from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.export.marian import export_marian
 from keras_transformer.interop.marian import import_marian
-from keras_transformer.interop.marian_export import export_marian
 from keras_transformer.models import Transformer
 from keras_transformer.training.run_directory import RunDirectory, load_run
 from tests.interop import marian_checkpoints as checkpoints

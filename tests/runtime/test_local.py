@@ -3,8 +3,8 @@ in this process, in batches."""
 
 import pytest
 
-from keras_transformer.export import local
-from keras_transformer.export.session_model import SessionModel
+from keras_transformer.runtime import local
+from keras_transformer.runtime.session_model import SessionModel
 
 SENTENCES = ["The dog sleeps.", "", "A young woman reads the book.", "The cat runs.", "x"]
 
