@@ -22,6 +22,10 @@ the latency of a one-token request (tokenizers, encoder, set-up and one
 real step), plus, for each of the other 31 steps, the floor's products and
 `decode_floor.py`'s search alone (the same search around a table lookup).
 
+Where the export has `translate_prefix`, beam 4 through it with an empty
+target prefix is timed too (`beam4 prefix`), and its ratio to
+`serving_default` printed (`..._empty_prefix_vs_translate`).
+
 Every session is timed in a fresh process in which no eager op has run,
 as in TF Serving. `--threads INTRA,INTER` runs our export's session with
 those thread pools, as TF Serving's `--tensorflow_intra_op_parallelism` and
@@ -142,21 +146,31 @@ def export_small(data_dir, base, generated=GENERATED, jit_compile=False):
 
 
 SIGNATURES = (("beam4", "serving_default"), ("greedy", "translate_greedy"))
+# Beam 4 continuing an empty target prefix: a plain translation through the
+# prefix signature, timed where the export has it.
+PREFIX_SIGNATURE = ("beam4 prefix", "translate_prefix")
 
 
 def time_signatures(served, sentences, repeats):
     """Median ms of each search's signature of `served` on `sentences`."""
     text = np.array([s.encode() for s in sentences], dtype=object)
+    cases = [(name, signature, {"text": text}) for name, signature in SIGNATURES]
+    if PREFIX_SIGNATURE[1] in served.signatures:
+        empty = np.array([b""] * len(sentences), dtype=object)
+        cases.append((*PREFIX_SIGNATURE, {"text": text, "target_prefix": empty}))
     return {
-        name: _timed(lambda: served.run(signature, {"text": text}), repeats)
-        for name, signature in SIGNATURES
+        name: _timed(lambda: served.run(signature, inputs), repeats)
+        for name, signature, inputs in cases
     }
 
 
 def open_session(path, threads):
     """The export at `path` in a `SessionModel` with `threads` = `[intra,
     inter]` (0: TensorFlow's choice)."""
-    from keras_transformer.runtime import SessionModel
+    try:
+        from keras_transformer.runtime import SessionModel
+    except ImportError:  # a commit before runtime/, timed for a before-and-after
+        from keras_transformer.export import SessionModel
 
     config = tf.compat.v1.ConfigProto(
         intra_op_parallelism_threads=threads[0], inter_op_parallelism_threads=threads[1]
@@ -379,6 +393,12 @@ def main():
                 key = f"{name} {batch}"
                 print(f"{name}_batch{batch}_jit_speedup_vs_plain: "
                       f"{plain_ms[key] / ours_ms[key]:.2f}")  # fmt: skip
+    for label, times in (("plain", plain_ms if args.jit_compile else ours_ms),
+                         ("jit", ours_ms if args.jit_compile else None)):  # fmt: skip
+        for batch in (1, 32):
+            if times and f"beam4 prefix {batch}" in times:
+                ratio = times[f"beam4 prefix {batch}"] / times[f"beam4 {batch}"]
+                print(f"{label}_batch{batch}_empty_prefix_vs_translate: {ratio:.3f}")
     floors = in_fresh_process("decode_latency", "floor_times", args.repeats)
     for name in ("beam4", "greedy"):
         floor, search = floors[f"{name} floor"], floors[f"{name} search"]
