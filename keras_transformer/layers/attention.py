@@ -364,11 +364,24 @@ class MultiHeadAttention(keras.layers.Layer):
 
         causal_mask = None
         grouped = False
+        # The fused kernel where it computes what the einsums do: no scores
+        # to return, no dropout on the weights, no cache (its heads-first
+        # layout would be transposed whole at every step), values as wide
+        # as keys (the kernels' one head size), and a backend with a kernel
+        # of its own (TensorFlow's is these same einsums).
+        fuse = (
+            cache is None
+            and not return_attention_scores
+            and self.value_dim == self.key_dim
+            and not (training and self.dropout > 0.0)
+            and keras.config.backend() != "tensorflow"
+        )
         if cache is None:
-            k = _heads_first(self._key_dense(key))  # [batch, heads, key_length, key_dim]
-            v = _heads_first(self._value_dense(value))
+            k, v = self._key_dense(key), self._value_dense(value)  # [batch, length, heads, dim]
+            if not fuse:
+                k, v = _heads_first(k), _heads_first(v)  # [batch, heads, key_length, dim]
             if use_causal_mask:
-                causal_mask = masking.causal_attention_mask(query_length, ops.shape(k)[2])
+                causal_mask = masking.causal_attention_mask(query_length, ops.shape(key)[1])
         elif cache_index is None:
             # Cross-attention: keys and values were projected once, up front.
             k, v = cache
@@ -403,6 +416,8 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_mask=attention_mask,
             causal_mask=causal_mask,
         )
+        if fuse:
+            return self._output_dense(self._fused_attention(q, k, v, mask, causal_mask))
         q = _heads_first(ops.multiply(q, ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)))
         # [batch, heads, query_length, key_length]
         logits = ops.cast(ops.einsum("bhqd,bhkd->bhqk", q, ops.cast(k, q.dtype)), "float32")
@@ -438,6 +453,32 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None:
             results += (cache,)
         return results[0] if len(results) == 1 else results
+
+    def _fused_attention(self, q, k, v, mask, causal_mask):
+        """`keras.ops.dot_product_attention` of `q`, `k`, `v` (`[batch,
+        length, heads, dim]`) under the merged boolean `mask` (`[batch,
+        query_length, key_length]`), with the einsum path's answer for a
+        query that may attend to no key: the mean of every value (a softmax
+        over equal logits), or zeros where the layer has dropout (whose
+        path zeroes masked weights), instead of the kernels' NaN."""
+        scale = 1.0 / math.sqrt(self.key_dim)
+        if mask is None:
+            return ops.dot_product_attention(q, k, ops.cast(v, q.dtype), scale=scale)
+        if mask is causal_mask and q.shape[1] is not None and q.shape[1] == k.shape[1]:
+            # Causal alone, square: the kernels skip the future themselves.
+            return ops.dot_product_attention(
+                q, k, ops.cast(v, q.dtype), scale=scale, is_causal=True
+            )
+        attends = ops.any(mask, axis=-1)  # [batch, query_length]
+        safe = ops.logical_or(mask, ops.logical_not(attends)[:, :, None])
+        context = ops.dot_product_attention(
+            q, k, ops.cast(v, q.dtype), mask=safe[:, None], scale=scale
+        )
+        if self.dropout > 0.0:
+            empty = ops.zeros_like(context[:, :1])
+        else:
+            empty = ops.cast(ops.mean(ops.cast(v, "float32"), axis=1, keepdims=True), context.dtype)
+        return ops.where(attends[:, :, None, None], context, empty)
 
     def _query_key_value(self, x):
         """The query, key and value projections of `x [batch, length,

@@ -84,8 +84,8 @@ def test_each_transform_computes_what_marian_s_linear_layer_computes(order):
     np.testing.assert_allclose(x[:, order] @ theirs("self_attn.q_proj.weight").T, query, atol=1e-5)
     heads = rng.normal(size=(5, 2, 4)).astype(np.float32)
     out = np.einsum("bhk,hkd->bd", heads, np.asarray(roles["output_kernel"]))
-    np.testing.assert_allclose(heads.reshape(5, -1) @ theirs("self_attn.out_proj.weight").T, out[:, order],
-                               atol=1e-5)  # fmt: skip
+    out_proj = theirs("self_attn.out_proj.weight")
+    np.testing.assert_allclose(heads.reshape(5, -1) @ out_proj.T, out[:, order], atol=1e-5)
     ffn = block.feed_forward.weights_by_role()
     hidden = x @ np.asarray(ffn["intermediate_kernel"])
     np.testing.assert_allclose(x[:, order] @ theirs("fc1.weight").T, hidden, atol=1e-5)

@@ -446,3 +446,83 @@ def test_weights_by_role_name_every_weight_once(use_bias):
         "output_kernel": (2, 3, 8),
     }  # fmt: skip
     assert any(k.endswith("bias") for k in roles) == use_bias
+
+
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """How many times the layers call `keras.ops.dot_product_attention`."""
+    calls = []
+    fused = keras.ops.dot_product_attention
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("is_causal", False))
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(keras.ops, "dot_product_attention", counted)
+    return calls
+
+
+FUSED_CASES = {
+    # name: (layer arguments, call arguments, fused on a backend with a kernel)
+    "inference": ({}, {}, True),
+    "causal": ({}, {"use_causal_mask": True}, True),
+    "training without dropout": ({}, {"training": True}, True),
+    "inference with dropout": ({"dropout": 0.5}, {}, True),
+    "training with dropout": ({"dropout": 0.5}, {"training": True}, False),
+    "scores": ({}, {"return_attention_scores": True}, False),
+    "values wider than keys": ({"value_dim": KEY_DIM + 2}, {}, False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FUSED_CASES))
+def test_the_fused_kernel_runs_where_it_computes_the_same(rng, fused_calls, case):
+    arguments, call, fused = FUSED_CASES[case]
+    layer = MultiHeadAttention(HEADS, KEY_DIM, **arguments)
+    x = rng.normal(size=(BATCH, TQ, DIM)).astype("float32")
+    layer(x, x, **call)
+    expected = fused and keras.config.backend() != "tensorflow"
+    assert len(fused_calls) == int(expected)
+    if expected:  # a causal mask alone: the kernel's own causal skip
+        assert fused_calls == [case == "causal"]
+
+
+def test_the_cached_step_keeps_the_einsums(rng, fused_calls):
+    layer = MultiHeadAttention(HEADS, KEY_DIM)
+    x = rng.normal(size=(BATCH, 1, DIM)).astype("float32")
+    layer(x, x, cache=layer.init_cache(BATCH, TQ), cache_index=0)
+    assert fused_calls == []
+
+
+@pytest.mark.parametrize("case_name", sorted(MASK_CASES))
+@pytest.mark.parametrize("self_attention", [True, False])
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+def test_the_fused_path_equals_the_einsum_path(rng, case_name, self_attention, dropout):
+    """Without scores (fused where the backend has a kernel) against the
+    same call with scores (always the einsums), inference: equal to 1e-5
+    on every query that sees a key; one that sees none gets the mean of
+    the values without dropout (the einsums' softmax over equal logits) and
+    zeros with it (the einsums zero masked weights there), as before."""
+    case = MASK_CASES[case_name]
+    ours, _ = _pair(rng)
+    layer = MultiHeadAttention(HEADS, KEY_DIM, dropout=dropout)
+    layer(np.zeros((1, TQ, DIM), "float32"), np.zeros((1, TQ, DIM), "float32"))
+    layer.set_weights(ours.get_weights())
+    query, value, qmask, vmask, explicit = _inputs(rng, case, self_attention)
+    tk = TQ if self_attention else TK
+    explicit = explicit if explicit is not None else np.ones((BATCH, TQ, tk), bool)
+    explicit[0, 1] = False  # a query that sees no key, in every case
+    arguments = dict(attention_mask=explicit, use_causal_mask=case.get("causal", False),
+                     query_mask=qmask, value_mask=vmask)  # fmt: skip
+    fused = to_numpy(layer(query, value, **arguments))
+    einsum, _ = layer(query, value, return_attention_scores=True, **arguments)
+    seen = _visible(case, qmask, vmask, explicit, tk).any(-1)
+    assert_allclose(fused[seen], to_numpy(einsum)[seen], atol=1e-5)
+    w = reference.mha_weights(layer)
+    if dropout:  # attends to nothing: the output bias alone
+        expected = np.broadcast_to(w["output_bias"], fused.shape)
+    else:  # attends to every key alike
+        v = np.einsum("bsd,dnh->bsnh", value, w["value_kernel"]) + w["value_bias"]
+        mean = v.mean(axis=1, keepdims=True)  # [batch, 1, heads, dim]
+        expected = np.einsum("btnh,nhd->btd", mean, w["output_kernel"]) + w["output_bias"]
+        expected = np.broadcast_to(expected, fused.shape)
+    assert_allclose(fused[~seen], expected[~seen], atol=1e-5)

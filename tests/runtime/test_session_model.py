@@ -133,7 +133,7 @@ def test_missing_directory_is_named(tmp_path):
 def test_loading_logs_no_deprecation_notice(export_base):
     # TensorFlow notes a deprecated function once a process: a fresh one.
     code = (
-        "from keras_transformer.export import SessionModel\n"
+        "from keras_transformer.runtime import SessionModel\n"
         f"SessionModel({os.path.join(export_base, '1')!r}).close()\n"
     )
     result = run_python("-c", code)
