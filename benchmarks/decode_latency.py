@@ -41,6 +41,11 @@ over the plain export, and its ratios to the floor on the lines above.
 
     .venv/bin/python benchmarks/decode_latency.py [--repeats 5] [--data DIR] [--ours-only] \
         [--threads INTRA,INTER] [--jit-compile]
+
+A before-and-after: export the same weights with each commit's library
+(`--export-to DIR [--jit-compile]`, run from each checkout), then time the
+exports in turns, fresh processes, one machine (`--compare DIR1 DIR2
+[--rounds 5]`); each case's median, and its ratio to the first side.
 """
 
 import argparse
@@ -259,6 +264,55 @@ def ours(repeats, data_dir, threads=(0, 0), jit_compile=False):
         shutil.rmtree(base, ignore_errors=True)
 
 
+def export_for_comparison(folder, data_dir, jit_compile):
+    """Writes `folder/plain` (and `folder/compiled`) with this checkout's
+    library, for `compare`."""
+    path, _ = export_small(data_dir, os.path.join(folder, "plain"))
+    print(path)
+    if jit_compile:
+        path, _ = export_small(data_dir, os.path.join(folder, "compiled"), jit_compile=True)
+        print(path)
+
+
+def compare(folders, data_dir, repeats, threads, rounds):
+    """Times the exports under each of `folders` (`export_for_comparison`'s)
+    in turns, a fresh process each, `rounds` times: the machine's drift
+    over minutes (20% here) falls on every side alike. Prints the median
+    of each case, and each side over the first."""
+    _, _, _, sentences = small_model(data_dir)
+    exports = {}
+    for folder in folders:
+        for kind in ("plain", "compiled"):
+            versions = os.path.join(folder, kind)
+            if os.path.isdir(versions):
+                latest = max(int(v) for v in os.listdir(versions) if v.isdigit())
+                exports[(folder, kind)] = os.path.join(versions, str(latest))
+    times = {key: [] for key in exports}
+    for _ in range(rounds):
+        for key, path in exports.items():
+            times[key].append(in_fresh_process(
+                "decode_latency", "session_times", path, sentences, repeats, threads, [1, 32]
+            ))  # fmt: skip
+    medians = {key: {case: float(np.median([run[case] for run in runs if case in run]))
+                     for case in runs[0]} for key, runs in times.items()}  # fmt: skip
+    for kind in ("plain", "compiled"):
+        sides = [key for key in medians if key[1] == kind]
+        if not sides:
+            continue
+        base = medians[sides[0]]
+        for key in sides:
+            cases = ", ".join(
+                f"{case} {ms:.1f} ms ({ms / base[case]:.3f}x)" if case in base
+                else f"{case} {ms:.1f} ms" for case, ms in medians[key].items()
+            )  # fmt: skip
+            print(f"{kind} {key[0]}: {cases}")
+        for key in sides:
+            for batch in (1, 32):
+                if f"beam4 prefix {batch}" in medians[key]:
+                    ratio = medians[key][f"beam4 prefix {batch}"] / medians[key][f"beam4 {batch}"]
+                    print(f"{kind} {key[0]} batch {batch} empty prefix / translate: {ratio:.3f}")
+
+
 def keras_hub_side(repeats, jit):
     import keras_hub
 
@@ -379,8 +433,26 @@ def main():
         action="store_true",
         help="also time the --jit-compile export; the ratio lines are then its own",
     )
+    parser.add_argument(
+        "--export-to",
+        metavar="DIR",
+        help="only export the small model (plain, and compiled with --jit-compile) under DIR, "
+        "for --compare",
+    )
+    parser.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="DIR",
+        help="time the exports written by --export-to (under each DIR, by any commit) "
+        "in turns, --rounds times, and print each case's median: a before-and-after",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="turns of --compare")
     args = parser.parse_args()
     threads = [int(n) for n in args.threads.split(",")]
+    if args.export_to:
+        return export_for_comparison(args.export_to, args.data, args.jit_compile)
+    if args.compare:
+        return compare(args.compare, args.data, args.repeats, threads, args.rounds)
     print(f"our session's threads: intra-op {threads[0]}, inter-op {threads[1]}")
     ours_ms = ours(args.repeats, args.data, threads)
     print("ours (ms):", {k: round(v, 1) for k, v in ours_ms.items()}, flush=True)
