@@ -16,6 +16,7 @@ __getattr__, __dir__, __all__ = _lazy.attach(
         "beam_search": "beam_search",
         "evaluate": "evaluation",
         "greedy_search": "greedy",
+        "sample_search": "sampling",
         "score_translations": "evaluation",
     },
     requires=(("tensorflow", "data"), ("tensorflow_text", "data")),

@@ -78,7 +78,7 @@ def ctranslate2_rows(model):
                     "heads_linear"),
                 Row((ours + "self_attention_norm",), theirs + "self_attention.layer_norm", "norm"),
             ]  # fmt: skip
-            if hasattr(block, "cross_attention"):
+            if getattr(block, "cross_attention", None) is not None:
                 cross = ours + "cross_attention."
                 rows += [
                     Row((cross + "query",), theirs + "attention.linear.0", "linear"),

@@ -139,7 +139,7 @@ def marian_rows(model):
             ours_prefix = f"{stack}.blocks.{i}."
             theirs_prefix = f"model.{theirs_stack}.layers.{i}."
             for ours, theirs, table in _MARIAN_BLOCK:
-                if not hasattr(block, ours):  # an encoder block has no cross-attention
+                if getattr(block, ours, None) is None:  # no cross-attention here
                     continue
                 for part_ours, part_theirs, transform in table:
                     rows.append(Row(f"{ours_prefix}{ours}.{part_ours}",

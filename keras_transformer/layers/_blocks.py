@@ -5,7 +5,12 @@ import keras
 
 from keras_transformer._validation import check_positive_int, check_rate
 from keras_transformer.layers import activations
-from keras_transformer.layers._initializers import clone_initializer
+from keras_transformer.layers._initializers import (
+    clone_initializer,
+    read_weight_options,
+    weight_options,
+    weight_options_config,
+)
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.feed_forward import FeedForward
 
@@ -38,8 +43,22 @@ def layer_norm(layer, name):
     )
 
 
+# Each dropout of a block draws from its own seed, `seed + offset`, and each
+# block of a stack from `seed + BLOCK_SEEDS * index`: no two share a stream.
+SEED_OFFSETS = {
+    "self_attention": 1,
+    "self_attention_dropout": 2,
+    "cross_attention": 3,
+    "cross_attention_dropout": 4,
+    "feed_forward": 5,
+}
+BLOCK_SEEDS = 16
+
+
 def dropout(layer, name):
-    return keras.layers.Dropout(layer.dropout, dtype=layer.dtype_policy, name=name)
+    return keras.layers.Dropout(
+        layer.dropout, seed=layer.sublayer_seed(name), dtype=layer.dtype_policy, name=name
+    )
 
 
 def residual(x, sublayer, norm, drop, norm_first, training):
@@ -70,10 +89,17 @@ class BlockLayer(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         attention_dropout=None,
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        seed=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         validate_block_args(d_model, num_heads, dff, dropout)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"`seed` must be an int or None. Received: seed={seed!r}")
         if attention_dropout is not None and not 0.0 <= attention_dropout < 1.0:
             raise ValueError(
                 "`attention_dropout` must be in [0, 1) or None. "
@@ -87,6 +113,10 @@ class BlockLayer(keras.layers.Layer):
         self.layer_norm_epsilon = float(layer_norm_epsilon)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        read_weight_options(
+            self, kernel_regularizer, bias_regularizer, kernel_constraint, bias_constraint
+        )
+        self.seed = seed
         self.d_model = d_model
         self.num_heads = num_heads
         self.dff = dff
@@ -115,15 +145,23 @@ class BlockLayer(keras.layers.Layer):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            **weight_options_config(self),
+            "seed": self.seed,
         }
         return {**super().get_config(), **config}
 
     def initializers(self):
-        """Fresh copies of the initializers, for one sublayer."""
+        """Fresh copies of the initializers, and the regularizers and
+        constraints, for one sublayer."""
         return dict(
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
+            **weight_options(self),
         )
+
+    def sublayer_seed(self, name):
+        """The dropout seed of sublayer `name` (None without a seed)."""
+        return None if self.seed is None else self.seed + SEED_OFFSETS[name]
 
     def _make_attention(self, name):
         """A `MultiHeadAttention` sublayer of this block's width and options."""
@@ -131,6 +169,7 @@ class BlockLayer(keras.layers.Layer):
             self.num_heads,
             self.d_model // self.num_heads,
             dropout=self.attention_dropout,
+            seed=self.sublayer_seed(name),
             dtype=self.dtype_policy,
             name=name,
             **self.initializers(),
@@ -143,6 +182,7 @@ class BlockLayer(keras.layers.Layer):
             self.dff,
             dropout=self.dropout,
             activation=self.activation,
+            seed=self.sublayer_seed("feed_forward"),
             dtype=self.dtype_policy,
             name="feed_forward",
             **self.initializers(),
@@ -163,9 +203,10 @@ class BlockLayer(keras.layers.Layer):
         )
         return y
 
-    def block_options(self):
-        """What a stack passes on to each of its blocks."""
+    def block_options(self, index=0):
+        """What a stack passes on to its block `index`."""
         return dict(
+            seed=None if self.seed is None else self.seed + BLOCK_SEEDS * index,
             dropout=self.dropout,
             attention_dropout=self.attention_dropout,
             norm_first=self.norm_first,
@@ -195,7 +236,7 @@ class StackLayer(BlockLayer):
                 self.num_heads,
                 self.dff,
                 name=f"block_{i}",
-                **self.block_options(),
+                **self.block_options(i),
             )
             block.build(inputs_shape, *other_shapes)
             self.blocks.append(block)

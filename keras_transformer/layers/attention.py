@@ -7,7 +7,12 @@ from keras import ops
 
 from keras_transformer._validation import check_positive_int, check_rate
 from keras_transformer.layers import masking
-from keras_transformer.layers._initializers import clone_initializer
+from keras_transformer.layers._initializers import (
+    clone_initializer,
+    read_weight_options,
+    weight_options,
+    weight_options_config,
+)
 
 # Added to the logits of masked keys before the softmax, which runs in float32.
 _LARGE_NEGATIVE = -1e9
@@ -160,7 +165,13 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias: whether the projections use a bias.
         kernel_initializer: initializer of the projection kernels.
         bias_initializer: initializer of the projection biases.
-        **kwargs: base layer arguments (`name`, `dtype`, ...).
+        kernel_regularizer, bias_regularizer: regularizers of the
+            projections' kernels and biases.
+        kernel_constraint, bias_constraint: constraints of the projections'
+            kernels and biases.
+        seed: seed of the attention dropout.
+        **kwargs: base layer arguments (`name`, `dtype`,
+            `activity_regularizer`, ...).
 
     Call arguments:
         query: `[batch, query_length, query_dim]`.
@@ -214,6 +225,11 @@ class MultiHeadAttention(keras.layers.Layer):
         use_bias=True,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        seed=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -229,6 +245,10 @@ class MultiHeadAttention(keras.layers.Layer):
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        read_weight_options(
+            self, kernel_regularizer, bias_regularizer, kernel_constraint, bias_constraint
+        )
+        self.seed = seed
         self.supports_masking = True
 
     def _projection(self, name, equation, output_shape, bias_axes):
@@ -239,6 +259,7 @@ class MultiHeadAttention(keras.layers.Layer):
             bias_axes=bias_axes if self.use_bias else None,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
+            **weight_options(self),
             dtype=self.dtype_policy,
             name=name,
         )
@@ -297,7 +318,7 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         self._output_dense.build((query_shape[0], query_shape[1], self.num_heads, self.value_dim))
         self._dropout_layer = keras.layers.Dropout(
-            self.dropout, dtype=self.dtype_policy, name="attention_dropout"
+            self.dropout, seed=self.seed, dtype=self.dtype_policy, name="attention_dropout"
         )
 
     def init_cache(self, batch_size, max_length):
@@ -534,5 +555,7 @@ class MultiHeadAttention(keras.layers.Layer):
             "use_bias": self.use_bias,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            **weight_options_config(self),
+            "seed": self.seed,
         }
         return {**super().get_config(), **config}

@@ -21,7 +21,10 @@ class Decoder(_blocks.StackLayer):
         num_layers: number of blocks.
         d_model, num_heads, dff, dropout, norm_first, activation,
             layer_norm_epsilon, kernel_initializer, bias_initializer,
-            attention_dropout: as in `DecoderBlock`.
+            attention_dropout, kernel_regularizer, bias_regularizer,
+            kernel_constraint, bias_constraint, seed,
+            with_cross_attention: as in `DecoderBlock` (built without an
+            encoder sequence, the stack is decoder-only).
         **kwargs: base layer arguments.
 
     Call arguments:
@@ -29,6 +32,7 @@ class Decoder(_blocks.StackLayer):
         encoder_outputs: `[batch, source_length, d_model]` or `None`.
         inputs_mask, encoder_outputs_mask: padding masks, filled by Keras.
         attention_mask: extra self-attention mask, see `DecoderBlock`.
+        cross_attention_mask: extra cross-attention mask, see `DecoderBlock`.
         self_attention_cache: the blocks' self-attention caches; then
             `cache_index` is required and the call returns
             `(outputs, self_attention_cache)`.
@@ -53,8 +57,23 @@ class Decoder(_blocks.StackLayer):
     (1, 3, 16)
     """
 
+    def __init__(self, *args, with_cross_attention=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.with_cross_attention = with_cross_attention
+
+    def block_options(self, index=0):
+        return {**super().block_options(index), "with_cross_attention": self.with_cross_attention}
+
     def build(self, inputs_shape, encoder_outputs_shape=None):
         self._build_stack(DecoderBlock, inputs_shape, encoder_outputs_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "with_cross_attention": self.with_cross_attention}
+
+    @classmethod
+    def from_config(cls, config):
+        # Stacks saved before the option always built cross-attention.
+        return cls(**{"with_cross_attention": True, **config})
 
     def init_self_attention_cache(self, batch_size, max_length):
         """Empty self-attention caches, one `(keys, values)` per block."""
@@ -96,6 +115,7 @@ class Decoder(_blocks.StackLayer):
         compiled=False,
         training=None,
         return_attention_scores=False,
+        cross_attention_mask=None,
     ):
         cache, cross_cache = self_attention_cache, cross_attention_cache
         x = inputs
@@ -110,6 +130,7 @@ class Decoder(_blocks.StackLayer):
                 inputs_mask=inputs_mask,
                 encoder_outputs_mask=encoder_outputs_mask,
                 attention_mask=attention_mask,
+                cross_attention_mask=cross_attention_mask,
                 self_attention_cache=None if cache is None else cache[i],
                 cross_attention_cache=None if cross_cache is None else cross_cache[i],
                 cache_index=cache_index,

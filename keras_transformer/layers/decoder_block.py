@@ -11,8 +11,14 @@ class DecoderBlock(_blocks.BlockLayer):
 
     Each sublayer has a residual connection, dropout and layer norm, post-norm
     as in the paper or pre-norm (`norm_first=True`). Cross-attention honours
-    the encoder output's padding mask. Without `encoder_outputs` the block is
-    a decoder-only (language model) block and skips cross-attention.
+    the encoder output's padding mask and an explicit `cross_attention_mask`.
+
+    Built without an encoder sequence (its first call has no
+    `encoder_outputs`), the block is a decoder-only (language model) block,
+    as keras-hub's `TransformerDecoder`: no cross-attention, no weights or
+    cache for it, and an encoder sequence given later is refused.
+    `with_cross_attention=True` builds it whatever the first call
+    (what blocks saved before this option did, and still do).
 
     Incremental decoding: pass `self_attention_cache` (from
     `init_self_attention_cache`) and `cache_index`; the block then returns
@@ -33,6 +39,12 @@ class DecoderBlock(_blocks.BlockLayer):
         bias_initializer: initializer of every projection and dense bias.
         attention_dropout: dropout rate of the attention weights; `None`
             (default) uses `dropout`, as the paper. fairseq's recipes use 0.
+        kernel_regularizer, bias_regularizer, kernel_constraint,
+            bias_constraint: of every projection and dense layer.
+        seed: seed of the dropouts (each sublayer its own offset).
+        with_cross_attention: None (default): cross-attention when the
+            block is built with an encoder sequence; True: always; False:
+            never (decoder-only).
         **kwargs: base layer arguments.
 
     Call arguments:
@@ -44,6 +56,9 @@ class DecoderBlock(_blocks.BlockLayer):
             Keras fills it from the encoder output's mask.
         attention_mask: extra boolean `[batch, target_length, target_length]`
             mask for self-attention, merged with the causal mask.
+        cross_attention_mask: extra boolean `[batch, target_length,
+            source_length]` mask for cross-attention, merged with the
+            encoder output's padding mask.
         self_attention_cache: keys and values `[batch, heads, max_length,
             head_dim]` (`init_self_attention_cache`).
         cross_attention_cache: keys and values `[batch, heads,
@@ -77,6 +92,15 @@ class DecoderBlock(_blocks.BlockLayer):
     (2, 2, 4, 6)
     """
 
+    def __init__(self, *args, with_cross_attention=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if with_cross_attention not in (None, True, False):
+            raise ValueError(
+                "`with_cross_attention` must be None, True or False. "
+                f"Received: with_cross_attention={with_cross_attention!r}"
+            )
+        self.with_cross_attention = with_cross_attention
+
     def build(self, inputs_shape, encoder_outputs_shape=None):
         _blocks.check_input_depth(self, inputs_shape)
         self.self_attention = self._make_attention("self_attention")
@@ -84,14 +108,33 @@ class DecoderBlock(_blocks.BlockLayer):
         self.self_attention_norm = _blocks.layer_norm(self, "self_attention_norm")
         self.self_attention_norm.build(inputs_shape)
         self.self_attention_dropout = _blocks.dropout(self, "self_attention_dropout")
-        # Always built, so that weights do not depend on the first call.
-        self.cross_attention = self._make_attention("cross_attention")
-        memory_shape = encoder_outputs_shape or inputs_shape
-        self.cross_attention.build(inputs_shape, memory_shape)
-        self.cross_attention_norm = _blocks.layer_norm(self, "cross_attention_norm")
-        self.cross_attention_norm.build(inputs_shape)
-        self.cross_attention_dropout = _blocks.dropout(self, "cross_attention_dropout")
+        cross = self.with_cross_attention
+        if cross is None:
+            cross = encoder_outputs_shape is not None
+        self.cross_attention = self.cross_attention_norm = self.cross_attention_dropout = None
+        if cross:
+            self.cross_attention = self._make_attention("cross_attention")
+            self.cross_attention.build(inputs_shape, encoder_outputs_shape or inputs_shape)
+            self.cross_attention_norm = _blocks.layer_norm(self, "cross_attention_norm")
+            self.cross_attention_norm.build(inputs_shape)
+            self.cross_attention_dropout = _blocks.dropout(self, "cross_attention_dropout")
         self._build_feed_forward(inputs_shape)
+
+    def _check_cross_attention(self):
+        if self.cross_attention is None:
+            raise ValueError(
+                f"Layer '{self.name}' was built without cross-attention (decoder-only: no "
+                "encoder sequence when it was built); it takes no `encoder_outputs` or "
+                "cross-attention cache. Build it with one, or with with_cross_attention=True"
+            )
+
+    def get_config(self):
+        return {**super().get_config(), "with_cross_attention": self.with_cross_attention}
+
+    @classmethod
+    def from_config(cls, config):
+        # Blocks saved before the option always built cross-attention.
+        return cls(**{"with_cross_attention": True, **config})
 
     def init_self_attention_cache(self, batch_size, max_length):
         """Empty self-attention keys and values `[batch, heads, max_length, head_dim]`."""
@@ -99,6 +142,7 @@ class DecoderBlock(_blocks.BlockLayer):
 
     def precompute_cross_attention_cache(self, encoder_outputs):
         """Projected encoder keys and values, `[batch, heads, source_length, head_dim]`."""
+        self._check_cross_attention()
         return self.cross_attention.precompute_cache(encoder_outputs)
 
     def call(
@@ -114,12 +158,15 @@ class DecoderBlock(_blocks.BlockLayer):
         compiled=False,
         training=None,
         return_attention_scores=False,
+        cross_attention_mask=None,
     ):
         if self_attention_cache is not None and cache_index is None:
             raise ValueError(
                 "`cache_index` is required with `self_attention_cache`. Received: cache_index=None"
             )
         has_memory = encoder_outputs is not None or cross_attention_cache is not None
+        if has_memory:
+            self._check_cross_attention()
         if return_attention_scores and not has_memory:
             raise ValueError(
                 "`return_attention_scores=True` returns the cross-attention weights and "
@@ -154,6 +201,7 @@ class DecoderBlock(_blocks.BlockLayer):
             outputs = self.cross_attention(
                 x,
                 encoder_outputs,
+                attention_mask=cross_attention_mask,
                 training=training,
                 cache=cross_attention_cache,
                 query_mask=inputs_mask,

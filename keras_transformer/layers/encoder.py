@@ -27,9 +27,12 @@ class Encoder(_blocks.StackLayer):
         training: whether dropout is active.
         inputs_mask: the same padding mask as `mask`, under the name Keras
             uses when `attention_mask` is a tensor too.
+        return_attention_scores: also return the last block's
+            self-attention weights `[batch, heads, length, length]`.
 
     Returns:
-        `[batch, length, d_model]`, carrying the input's mask.
+        `[batch, length, d_model]`, carrying the input's mask; with
+        `return_attention_scores`, `(outputs, scores)`.
 
     Example:
 
@@ -41,11 +44,24 @@ class Encoder(_blocks.StackLayer):
     def build(self, input_shape):
         self._build_stack(EncoderBlock, input_shape)
 
-    def call(self, inputs, mask=None, attention_mask=None, training=None, inputs_mask=None):
+    def call(
+        self,
+        inputs,
+        mask=None,
+        attention_mask=None,
+        training=None,
+        inputs_mask=None,
+        return_attention_scores=False,
+    ):
         padding_mask = mask if mask is not None else inputs_mask
-        x = inputs
-        for block in self.blocks:
-            x = block(x, mask=padding_mask, attention_mask=attention_mask, training=training)
+        x, scores = inputs, None
+        for i, block in enumerate(self.blocks):
+            # The last block's weights, as the decoder returns its last.
+            with_scores = return_attention_scores and i == self.num_layers - 1
+            x = block(x, mask=padding_mask, attention_mask=attention_mask, training=training,
+                      return_attention_scores=with_scores)  # fmt: skip
+            if with_scores:
+                x, scores = x
         if self.final_norm is not None:
             x = self.final_norm(x)
-        return x
+        return (x, scores) if return_attention_scores else x

@@ -37,15 +37,22 @@ class EncoderBlock(_blocks.BlockLayer):
         training: whether dropout is active.
         inputs_mask: the same padding mask as `mask`, under the name Keras
             uses when `attention_mask` is a tensor too.
+        return_attention_scores: also return the self-attention weights
+            `[batch, heads, length, length]` (as keras-hub's
+            `TransformerEncoder`).
 
     Returns:
-        `[batch, length, d_model]`, carrying the input's mask.
+        `[batch, length, d_model]`, carrying the input's mask; with
+        `return_attention_scores`, `(outputs, scores)`.
 
     Example:
 
     >>> block = EncoderBlock(d_model=16, num_heads=2, dff=32)
     >>> tuple(block(keras.ops.ones((2, 5, 16))).shape)
     (2, 5, 16)
+    >>> _, scores = block(keras.ops.ones((2, 5, 16)), return_attention_scores=True)
+    >>> tuple(scores.shape)
+    (2, 2, 5, 5)
     """
 
     def build(self, input_shape):
@@ -57,7 +64,15 @@ class EncoderBlock(_blocks.BlockLayer):
         self.self_attention_dropout = _blocks.dropout(self, "self_attention_dropout")
         self._build_feed_forward(input_shape)
 
-    def call(self, inputs, mask=None, attention_mask=None, training=None, inputs_mask=None):
+    def call(
+        self,
+        inputs,
+        mask=None,
+        attention_mask=None,
+        training=None,
+        inputs_mask=None,
+        return_attention_scores=False,
+    ):
         # Keras fills `inputs_mask` instead of `mask` when `attention_mask`
         # is a tensor too.
         padding_mask = mask if mask is not None else inputs_mask
@@ -70,10 +85,11 @@ class EncoderBlock(_blocks.BlockLayer):
                 training=training,
                 query_mask=padding_mask,
                 value_mask=padding_mask,
+                return_attention_scores=return_attention_scores,
             )
-            return y, None
+            return y if return_attention_scores else (y, None)
 
-        x, _ = _blocks.residual(
+        x, scores = _blocks.residual(
             inputs,
             attend,
             self.self_attention_norm,
@@ -81,4 +97,5 @@ class EncoderBlock(_blocks.BlockLayer):
             self.norm_first,
             training,
         )
-        return self._feed_forward_residual(x, training)
+        x = self._feed_forward_residual(x, training)
+        return (x, scores) if return_attention_scores else x

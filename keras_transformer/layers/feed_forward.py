@@ -4,7 +4,12 @@ import keras
 
 from keras_transformer._validation import check_positive_int
 from keras_transformer.layers import _rows, activations
-from keras_transformer.layers._initializers import clone_initializer
+from keras_transformer.layers._initializers import (
+    clone_initializer,
+    read_weight_options,
+    weight_options,
+    weight_options_config,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -23,6 +28,11 @@ class FeedForward(keras.layers.Layer):
         activation: hidden activation, e.g. `"relu"` (the paper) or `"gelu"`.
         kernel_initializer: initializer of both dense kernels.
         bias_initializer: initializer of both dense biases.
+        kernel_regularizer, bias_regularizer: regularizers of both dense
+            kernels and biases.
+        kernel_constraint, bias_constraint: constraints of both dense
+            kernels and biases.
+        seed: seed of the output dropout.
         **kwargs: base layer arguments.
 
     Call arguments:
@@ -48,6 +58,11 @@ class FeedForward(keras.layers.Layer):
         activation="relu",
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        seed=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -61,6 +76,10 @@ class FeedForward(keras.layers.Layer):
         self.activation = activations.get(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        read_weight_options(
+            self, kernel_regularizer, bias_regularizer, kernel_constraint, bias_constraint
+        )
+        self.seed = seed
         self.supports_masking = True
 
     def _dense(self, units, name, activation=None):
@@ -69,6 +88,7 @@ class FeedForward(keras.layers.Layer):
             activation=activation,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
+            **weight_options(self),
             dtype=self.dtype_policy,
             name=name,
         )
@@ -102,7 +122,7 @@ class FeedForward(keras.layers.Layer):
         self._intermediate = self._dense(self.dff, "intermediate", self.activation)
         self._intermediate.build(input_shape)
         self._dropout_layer = keras.layers.Dropout(
-            self.dropout, dtype=self.dtype_policy, name="dropout"
+            self.dropout, seed=self.seed, dtype=self.dtype_policy, name="dropout"
         )
         self._output = self._dense(self.d_model, "output")
         self._output.build((*input_shape[:-1], self.dff))
@@ -123,5 +143,7 @@ class FeedForward(keras.layers.Layer):
             "activation": keras.activations.serialize(self.activation),
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            **weight_options_config(self),
+            "seed": self.seed,
         }
         return {**super().get_config(), **config}

@@ -7,6 +7,11 @@ from keras import ops
 
 from keras_transformer._validation import check_positive_int, check_rate, shown_names
 from keras_transformer.layers import Decoder, Encoder, PositionalEmbedding, _rows, activations
+from keras_transformer.layers._initializers import (
+    read_weight_options,
+    weight_options,
+    weight_options_config,
+)
 from keras_transformer.models.presets import preset_config
 
 # Up to this many rows (tokens), a compiled decoding step's tied projection
@@ -17,6 +22,8 @@ from keras_transformer.models.presets import preset_config
 # 128. A step that is not compiled (oneDNN) reads the table as stored at
 # any row count: 38 against 347 ms at 4 rows, 196 against 451 at 128.
 TABLE_MAJOR_MAX_ROWS = 32
+# The decoder blocks' dropout seeds start here past the encoder's (`seed + offset`).
+DECODER_SEEDS = 1 << 16
 
 
 def check_vocab_sizes(source_vocab_size, target_vocab_size):
@@ -85,6 +92,13 @@ class Transformer(keras.Model):
         bias_initializer: initializer of the blocks' biases.
         attention_dropout: dropout of the attention weights; `None`
             (default) uses `dropout`, as the paper (fairseq uses 0).
+        kernel_regularizer, bias_regularizer: regularizers of the blocks'
+            kernels and biases (the embeddings and the output projection
+            keep none).
+        kernel_constraint, bias_constraint: constraints of the blocks'
+            kernels and biases.
+        seed: seed of every dropout (the embeddings', and each block's
+            from its own offset); None draws from Keras's global seed.
         **kwargs: base model arguments.
 
     Example:
@@ -120,6 +134,11 @@ class Transformer(keras.Model):
         num_decoder_layers=None,
         decoder_num_heads=None,
         decoder_dff=None,
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        seed=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -171,6 +190,10 @@ class Transformer(keras.Model):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        read_weight_options(
+            self, kernel_regularizer, bias_regularizer, kernel_constraint, bias_constraint
+        )
+        self.seed = seed
 
         def embedding(vocab_size, name):
             return PositionalEmbedding(
@@ -196,6 +219,8 @@ class Transformer(keras.Model):
             layer_norm_epsilon=layer_norm_epsilon,
             kernel_initializer=self.kernel_initializer,
             bias_initializer=self.bias_initializer,
+            **weight_options(self),
+            seed=seed,
             dtype=self.dtype_policy,
         )
         self.source_embedding = embedding(source_vocab_size, "source_embedding")
@@ -205,7 +230,7 @@ class Transformer(keras.Model):
             else embedding(target_vocab_size, "target_embedding")
         )
         self.embedding_dropout = keras.layers.Dropout(
-            dropout, dtype=self.dtype_policy, name="embedding_dropout"
+            dropout, seed=seed, dtype=self.dtype_policy, name="embedding_dropout"
         )
         self.encoder = Encoder(name="encoder", **blocks)
         self.decoder = Decoder(
@@ -215,6 +240,8 @@ class Transformer(keras.Model):
                 "num_layers": self.num_decoder_layers,
                 "num_heads": self.decoder_num_heads,
                 "dff": self.decoder_dff,
+                # The decoder's blocks draw past the encoder's.
+                "seed": None if seed is None else seed + DECODER_SEEDS,
             },
         )
         self.output_projection = None
@@ -499,6 +526,8 @@ class Transformer(keras.Model):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            **weight_options_config(self),
+            "seed": self.seed,
         }
         return {**super().get_config(), **config}
 

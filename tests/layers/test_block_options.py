@@ -134,3 +134,80 @@ def test_attention_dropout_drops_attention_weights_alone():
 def test_attention_dropout_out_of_range_is_named(rate):
     with pytest.raises(ValueError, match="attention_dropout"):
         EncoderBlock(**BLOCK, attention_dropout=rate)
+
+
+WEIGHT_OPTIONS = dict(
+    kernel_regularizer=keras.regularizers.L2(0.01),
+    bias_regularizer="l1",
+    kernel_constraint="non_neg",
+    bias_constraint=keras.constraints.MaxNorm(2.0),
+)
+
+
+def _sublayer_variables(layer):
+    """The kernels and biases of the projections and dense layers, the
+    output projection of the model aside (it keeps Keras's defaults)."""
+    found = [w for w in layer.weights if w.path.endswith(("kernel", "bias"))
+             and "norm" not in w.path and "output_projection" not in w.path]  # fmt: skip
+    assert found
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_regularizers_and_constraints_reach_every_kernel_and_bias(name):
+    layer = _build(CASES[name](**WEIGHT_OPTIONS))
+    variables = _sublayer_variables(layer)
+    kernels = [w for w in variables if w.path.endswith("kernel")]
+    assert all(isinstance(w.constraint, keras.constraints.NonNeg) for w in kernels)
+    assert all(isinstance(w.constraint, keras.constraints.MaxNorm)
+               for w in variables if w.path.endswith("bias"))  # fmt: skip
+    if name == "Transformer":
+        layer((np.ones((1, 3)), np.ones((1, 2))))
+    elif isinstance(layer, (DecoderBlock, Decoder)):
+        layer(np.ones((1, 3, 8), "float32"), np.ones((1, 2, 8), "float32"))
+    else:
+        layer(np.ones((1, 3, 8), "float32"))
+    # One penalty a kernel (L2) and a bias (L1), equal to the formulas'.
+    assert len(layer.losses) == len(variables)
+    expected = sum(0.01 * np.sum(np.square(keras.ops.convert_to_numpy(w))) for w in kernels)
+    expected += sum(0.01 * np.sum(np.abs(keras.ops.convert_to_numpy(w)))
+                    for w in variables if w.path.endswith("bias"))  # fmt: skip
+    total = sum(float(keras.ops.convert_to_numpy(loss)) for loss in layer.losses)
+    assert np.isclose(total, expected, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_weight_options_and_the_seed_round_trip(name):
+    layer = CASES[name](**WEIGHT_OPTIONS, seed=7)
+    config = layer.get_config()
+    assert type(layer).from_config(config).get_config() == config
+    assert config["seed"] == 7 and config["kernel_constraint"]["class_name"] == "NonNeg"
+
+
+def _dropped(name, seed):
+    keras.utils.set_random_seed(0)  # the same weights each time
+    layer = _build(CASES[name](dropout=0.5, seed=seed))
+    if name == "Transformer":
+        out = layer((np.ones((2, 5)), np.ones((2, 4))), training=True)
+    elif isinstance(layer, (DecoderBlock, Decoder)):
+        x = np.random.default_rng(0).normal(size=(2, 4, 8)).astype("float32")
+        out = layer(x, x, training=True)
+    elif name == "FeedForward":
+        out = layer(np.ones((2, 4, 8), "float32"), training=True)
+    else:
+        out = layer(np.random.default_rng(0).normal(size=(2, 4, 8)).astype("float32"),
+                    training=True)  # fmt: skip
+    return keras.ops.convert_to_numpy(out)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_seed_makes_dropout_repeat(name):
+    first, again = _dropped(name, 3), _dropped(name, 3)
+    np.testing.assert_array_equal(first, again)
+    assert not np.allclose(first, _dropped(name, 4))
+
+
+@pytest.mark.parametrize("seed", [1.5, "3", True])
+def test_a_bad_seed_is_named(seed):
+    with pytest.raises(ValueError, match="`seed` must be an int or None"):
+        EncoderBlock(**BLOCK, seed=seed)

@@ -38,3 +38,14 @@ def test_functional_model_saves_and_loads(tmp_path, rng):
 def test_invalid_num_layers():
     with pytest.raises(ValueError, match="num_layers"):
         Encoder(0, 16, 4, 32)
+
+
+def test_returns_the_last_block_s_attention_weights(rng):
+    encoder = Encoder(2, d_model=8, num_heads=2, dff=16, dropout=0.0)
+    x = rng.normal(size=(2, 5, 8)).astype("float32")
+    out, scores = encoder(x, return_attention_scores=True)
+    assert_allclose(out, encoder(x), atol=1e-6)
+    first = encoder.blocks[0](x)
+    _, expected = encoder.blocks[1](first, return_attention_scores=True)
+    assert_allclose(scores, expected, atol=1e-6)
+    assert tuple(scores.shape) == (2, 2, 5, 5)

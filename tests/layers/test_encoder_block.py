@@ -82,3 +82,23 @@ def test_invalid_arguments(kwargs, match):
 def test_wrong_input_depth():
     with pytest.raises(ValueError, match="d_model=8"):
         EncoderBlock(8, 2, 16)(np.ones((1, 3, 6), "float32"))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_returns_the_self_attention_weights_of_the_reference(rng, norm_first):
+    block = EncoderBlock(D, HEADS, DFF, dropout=0.0, norm_first=norm_first)
+    x = rng.normal(size=(2, 6, D)).astype("float32")
+    block(x)
+    _randomize(block, rng)
+    padding = np.arange(6)[None] < np.array([6, 3])[:, None]
+    out, scores = block(x, mask=padding, return_attention_scores=True)
+    # Padded positions see no key: with scores they attend to nothing, as
+    # keras.layers.MultiHeadAttention; the tokens' outputs are the same.
+    assert_allclose(to_numpy(out)[padding], to_numpy(block(x, mask=padding))[padding], atol=1e-6)
+    # The weights of what self-attention reads: the input, or its norm.
+    h = to_numpy(block.self_attention_norm(x)) if norm_first else x
+    mask = padding[:, :, None] & padding[:, None, :]
+    from tests import reference
+
+    expected = reference.mha_probs(h, h, reference.mha_weights(block.self_attention), mask)
+    assert_allclose(scores, expected, atol=1e-5)
