@@ -136,8 +136,15 @@ def restrict(log_probs, index, max_length, rules, history=None, prefix=None):
         log_probs = tf.where(index >= max_length - 1, forced, log_probs)
     if prefix is not None:
         tokens, active = prefix.forced(index)  # [rows]
-        only = tf.equal(tf.range(vocab)[None, :], tokens[:, None])  # [rows, vocab]
-        log_probs = tf.where(active[:, None], tf.where(only, 0.0, NEG_INF), log_probs)
+
+        def force():
+            only = tf.one_hot(tokens, vocab, on_value=0.0, off_value=NEG_INF)  # [rows, vocab]
+            return tf.where(active[:, None], only, log_probs)
+
+        # Past every row's prefix (and for an empty one, always) the step
+        # pays nothing: measured, the compiled prefix search wrote the
+        # [rows, vocab] selects at every step, 7-10% over a plain search.
+        log_probs = tf.cond(tf.reduce_any(active), force, lambda: log_probs)
     return log_probs
 
 

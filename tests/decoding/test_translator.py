@@ -462,7 +462,7 @@ def _uncached_greedy(model, source_ids, prefix, max_length, banned=(0,)):
 def test_a_target_prefix_is_forced_then_searched_on(parts, compiled):
     model, source, target = parts
     translator = Translator(model, source, target, beam_size=1, max_output_length=MAX_OUTPUT,
-                            jit_compile=compiled, batch_sizes=(4,))  # fmt: skip
+                            jit_compile=compiled, batch_sizes=(4,) if compiled else None)  # fmt: skip
     plain = translator.translate_nbest(tf.constant(SENTENCES))
     # Each row its prefix: the start of another row's translation, nothing,
     # or a word the plain translation does not begin with.
@@ -534,7 +534,7 @@ def test_suppressed_phrases_never_appear(parts, translator, compiled, beam_size)
     single = next(p for p in target.pieces()[4:] if p.startswith("▁") and len(p) > 2)[1:]
     config = translator.generation.merged(suppress_sequences=[*phrases, single])
     constrained = Translator(model, source, target, config, jit_compile=compiled,
-                             batch_sizes=(4,))  # fmt: skip
+                             batch_sizes=(4,) if compiled else None)  # fmt: skip
     got = constrained.translate_nbest(tf.constant(SENTENCES), beam_size=beam_size)
     banned = [target.tokenize(tf.constant([p]))[0].numpy().tolist() for p in phrases]
     single_ids = target.tokenize(tf.constant([single]))[0].numpy().tolist()
