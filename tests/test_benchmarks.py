@@ -1,8 +1,9 @@
 """The benchmarks a user runs: each says how to run it.
 
 `benchmarks/` keeps the benchmarks of the library's products (training
-throughput, decode latency and its floor, the peers (on OPUS-MT's shape too), load time, the
-serving soak, corpus throughput, the Multi30k recipe); studies live in dated notes under
+throughput, decode latency and its floor, the peers (on OPUS-MT's shape
+too), fused attention, load time, the serving soak, corpus throughput, the
+Multi30k recipe); studies live in dated notes under
 `docs/notes/`. Each script's `--help` runs here, so that a library change
 that breaks a script's imports or flags shows in the suite.
 """
@@ -25,7 +26,8 @@ SCRIPTS = sorted(
 def test_the_benchmarks_are_the_products():
     assert SCRIPTS == [
         "corpus.py", "decode_floor.py", "decode_jax.py", "decode_latency.py", "decode_peers.py",
-        "jit_load.py", "marian_peers.py", "serve_load.py", "train_throughput.py",
+        "fused_attention.py", "jit_load.py", "marian_peers.py", "serve_load.py",
+        "train_throughput.py",
     ]  # fmt: skip
 
 

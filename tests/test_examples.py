@@ -23,6 +23,7 @@ def _run(name, tmp_path, *args):
         ("translate_synthetic.py", "BLEU = "),
         ("text_classification.py", "saved and reloaded"),
         ("tune.py", "best:"),
+        ("language_model.py", "sampled ("),
         ("serve_and_query.py", "n-best:"),
         ("ted_pt_en.py", "offline; nothing to do"),
     ],

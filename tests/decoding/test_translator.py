@@ -461,8 +461,9 @@ def _uncached_greedy(model, source_ids, prefix, max_length, banned=(0,)):
 @pytest.mark.parametrize("compiled", [False, True], ids=["plain", "compiled"])
 def test_a_target_prefix_is_forced_then_searched_on(parts, compiled):
     model, source, target = parts
+    shapes = {"batch_sizes": (4,)} if compiled else {}
     translator = Translator(model, source, target, beam_size=1, max_output_length=MAX_OUTPUT,
-                            jit_compile=compiled, batch_sizes=(4,) if compiled else None)  # fmt: skip
+                            jit_compile=compiled, **shapes)  # fmt: skip
     plain = translator.translate_nbest(tf.constant(SENTENCES))
     # Each row its prefix: the start of another row's translation, nothing,
     # or a word the plain translation does not begin with.
