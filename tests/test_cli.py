@@ -517,10 +517,12 @@ def test_export_names_flags_that_do_not_go_together(tmp_path, capsys, flags, mes
 
 
 def test_export_takes_a_config_file_that_its_flags_override(monkeypatch, tmp_path):
-    from keras_transformer.export import options as export_options
+    import importlib
 
+    # The module, not the package's function of the same name.
+    module = importlib.import_module("keras_transformer.export.export_run")
     calls = []
-    monkeypatch.setattr(export_options, "export", lambda options: calls.append(options) or "p")
+    monkeypatch.setattr(module, "export_run", lambda options: calls.append(options) or "p")
     config = tmp_path / "export.yaml"
     config.write_text("run: r\nexport-base: b\nbeam-size: 6\njit-compile: true\n"
                       "batch-sizes: [1, 4]\nmax_output_length: 40\n")  # fmt: skip
