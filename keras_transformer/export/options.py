@@ -13,13 +13,13 @@ from keras_transformer._validation import options_from_dict
 from keras_transformer._version_folders import check_version_number
 from keras_transformer.decoding.compiled_shapes import check_compiled_shapes
 from keras_transformer.decoding.generation_config import GenerationConfig
-from keras_transformer.export.exporters import _EXPORTERS, exporter_names, get_exporter
+from keras_transformer.export.exporters import exporter_names, get_exporter
 
 FORMATS = exporter_names()
 WEIGHTS = ("auto", "averaged", "best", "final")
 # Every registered format's, for the flag's choices; each format checks its own.
 QUANTIZATIONS = ("none",) + tuple(
-    dict.fromkeys(q for cls in _EXPORTERS.values() for q in cls.quantizations)
+    dict.fromkeys(q for name in FORMATS for q in get_exporter(name).quantizations)
 )
 
 

@@ -49,10 +49,11 @@ def resolve(root, path):
     """
     value = root
     for part in path.split("."):
+        roles = value.weights_by_role() if hasattr(value, "weights_by_role") else {}
         if part.isdigit():
             value = value[int(part)]
-        elif hasattr(value, "weights_by_role") and part in value.weights_by_role():
-            value = value.weights_by_role()[part]
+        elif part in roles:
+            value = roles[part]
         elif hasattr(value, part) and not part.startswith("_"):
             value = getattr(value, part)
         else:

@@ -247,3 +247,26 @@ class StackLayer(BlockLayer):
 
     def get_config(self):
         return {**super().get_config(), "num_layers": self.num_layers}
+
+
+class CrossAttentionOption:
+    """`with_cross_attention`, which a decoder block and the decoder stack
+    share: checked when given, in the config, and True for a config saved
+    before the option (those always built cross-attention). Mixed in before
+    `BlockLayer` or `StackLayer`."""
+
+    def __init__(self, *args, with_cross_attention=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if with_cross_attention not in (None, True, False):
+            raise ValueError(
+                "`with_cross_attention` must be None, True or False. "
+                f"Received: with_cross_attention={with_cross_attention!r}"
+            )
+        self.with_cross_attention = with_cross_attention
+
+    def get_config(self):
+        return {**super().get_config(), "with_cross_attention": self.with_cross_attention}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**{"with_cross_attention": True, **config})

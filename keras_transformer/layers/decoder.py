@@ -7,7 +7,7 @@ from keras_transformer.layers.decoder_block import DecoderBlock
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Decoder(_blocks.StackLayer):
+class Decoder(_blocks.CrossAttentionOption, _blocks.StackLayer):
     """`num_layers` `DecoderBlock`s, with a final layer norm when pre-norm.
 
     The caches are tuples with one entry per block, each the block's keys
@@ -57,23 +57,11 @@ class Decoder(_blocks.StackLayer):
     (1, 3, 16)
     """
 
-    def __init__(self, *args, with_cross_attention=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.with_cross_attention = with_cross_attention
-
     def block_options(self, index=0):
         return {**super().block_options(index), "with_cross_attention": self.with_cross_attention}
 
     def build(self, inputs_shape, encoder_outputs_shape=None):
         self._build_stack(DecoderBlock, inputs_shape, encoder_outputs_shape)
-
-    def get_config(self):
-        return {**super().get_config(), "with_cross_attention": self.with_cross_attention}
-
-    @classmethod
-    def from_config(cls, config):
-        # Stacks saved before the option always built cross-attention.
-        return cls(**{"with_cross_attention": True, **config})
 
     def init_self_attention_cache(self, batch_size, max_length):
         """Empty self-attention caches, one `(keys, values)` per block."""

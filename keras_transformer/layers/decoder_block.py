@@ -6,7 +6,7 @@ from keras_transformer.layers import _blocks
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class DecoderBlock(_blocks.BlockLayer):
+class DecoderBlock(_blocks.CrossAttentionOption, _blocks.BlockLayer):
     """Causal self-attention, cross-attention and feed-forward.
 
     Each sublayer has a residual connection, dropout and layer norm, post-norm
@@ -92,15 +92,6 @@ class DecoderBlock(_blocks.BlockLayer):
     (2, 2, 4, 6)
     """
 
-    def __init__(self, *args, with_cross_attention=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        if with_cross_attention not in (None, True, False):
-            raise ValueError(
-                "`with_cross_attention` must be None, True or False. "
-                f"Received: with_cross_attention={with_cross_attention!r}"
-            )
-        self.with_cross_attention = with_cross_attention
-
     def build(self, inputs_shape, encoder_outputs_shape=None):
         _blocks.check_input_depth(self, inputs_shape)
         self.self_attention = self._make_attention("self_attention")
@@ -127,14 +118,6 @@ class DecoderBlock(_blocks.BlockLayer):
                 "encoder sequence when it was built); it takes no `encoder_outputs` or "
                 "cross-attention cache. Build it with one, or with with_cross_attention=True"
             )
-
-    def get_config(self):
-        return {**super().get_config(), "with_cross_attention": self.with_cross_attention}
-
-    @classmethod
-    def from_config(cls, config):
-        # Blocks saved before the option always built cross-attention.
-        return cls(**{"with_cross_attention": True, **config})
 
     def init_self_attention_cache(self, batch_size, max_length):
         """Empty self-attention keys and values `[batch, heads, max_length, head_dim]`."""

@@ -47,11 +47,13 @@ def merge_attention_masks(
         A boolean `[batch, query_length, key_length]` mask (broadcastable
         where only some inputs are given), or `None` when no mask is given.
     """
-    given = {"query_mask": query_mask, "value_mask": value_mask, "key_mask": key_mask,
-             "attention_mask": attention_mask}  # fmt: skip
-    for name, mask in given.items():
-        rank, layout = (3, "[batch, query_length, key_length]") if name == "attention_mask" else (
-            2, "[batch, length]")  # fmt: skip
+    padding = (2, "[batch, length]")
+    for name, mask, (rank, layout) in (
+        ("query_mask", query_mask, padding),
+        ("value_mask", value_mask, padding),
+        ("key_mask", key_mask, padding),
+        ("attention_mask", attention_mask, (3, "[batch, query_length, key_length]")),
+    ):
         if mask is not None and len(mask.shape) != rank:
             raise ValueError(
                 f"`{name}` must be {layout}. Received: a mask of shape {tuple(mask.shape)}"
